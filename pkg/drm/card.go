@@ -1,0 +1,74 @@
+package drm
+
+import "os"
+
+// DeviceNode is one device node that belongs to a card, as a container
+// should see it and as it exists on the host.
+type DeviceNode struct {
+	// Path is where the node appears inside a container, e.g. /dev/dri/renderD128.
+	Path string `json:"path"`
+	// HostPath is the node on the host, under the dev root.
+	HostPath string `json:"hostPath"`
+	// Major and Minor are the character device numbers, from sysfs `dev`
+	// (or from the host node for nodes without a sysfs entry, like /dev/kfd).
+	Major uint32 `json:"major"`
+	Minor uint32 `json:"minor"`
+	// Mode holds the permission bits of the host node (e.g. 0660).
+	Mode os.FileMode `json:"mode"`
+	// UID and GID own the host node.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// Card is one DRM card with every node a container needs to use it.
+type Card struct {
+	// ID is the stable identifier: the PCI address of the DRM device's
+	// parent, else of its nearest PCI ancestor, else the platform device
+	// name. Never cardN.
+	ID string `json:"id"`
+	// Name is the kernel's current name, e.g. card1. It is not stable.
+	Name string `json:"name"`
+	// Driver is the kernel driver bound to the parent device (i915, xe,
+	// amdgpu, virtio_gpu, vkms, simpledrm, ...).
+	Driver string `json:"driver"`
+	// Bus is the parent device's bus: pci, platform, virtio, ...
+	Bus string `json:"bus"`
+	// PCIAddress is the address of the nearest PCI device, empty when none.
+	PCIAddress string `json:"pciAddress,omitempty"`
+	// VendorID and DeviceID are lowercase hex PCI ids without 0x, empty
+	// when the card has no PCI ancestor.
+	VendorID string `json:"vendorID,omitempty"`
+	DeviceID string `json:"deviceID,omitempty"`
+	// NUMANode is the NUMA node of the PCI device, -1 when unknown.
+	NUMANode int `json:"numaNode"`
+	// SysfsPath is the resolved sysfs path of the parent device. The agent
+	// uses it to tell a card whose driver unbound (path still there) from a
+	// card that was removed (path gone).
+	SysfsPath string `json:"sysfsPath"`
+	// CardNode is the primary node, /dev/dri/cardN.
+	CardNode DeviceNode `json:"cardNode"`
+	// RenderNode is /dev/dri/renderDN; nil for display-only cards.
+	RenderNode *DeviceNode `json:"renderNode,omitempty"`
+	// Extra holds per-driver nodes, e.g. /dev/kfd for amdgpu.
+	Extra []DeviceNode `json:"extra,omitempty"`
+	// ByPath holds the /dev/dri/by-path links of this card, as nodes whose
+	// Path is the link's path in the container and whose numbers are the
+	// target's.
+	ByPath []DeviceNode `json:"byPath,omitempty"`
+}
+
+// DisplayOnly reports whether the card has no render node.
+func (c *Card) DisplayOnly() bool { return c.RenderNode == nil }
+
+// Nodes returns every node of the card in a stable order: card, render,
+// extras, by-path links.
+func (c *Card) Nodes() []DeviceNode {
+	nodes := make([]DeviceNode, 0, 2+len(c.Extra)+len(c.ByPath))
+	nodes = append(nodes, c.CardNode)
+	if c.RenderNode != nil {
+		nodes = append(nodes, *c.RenderNode)
+	}
+	nodes = append(nodes, c.Extra...)
+	nodes = append(nodes, c.ByPath...)
+	return nodes
+}
