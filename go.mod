@@ -2,10 +2,12 @@ module github.com/dri-cdi/dri-cdi
 
 go 1.26
 
-require github.com/stretchr/testify v1.11.1
+require (
+	github.com/sirupsen/logrus v1.10.2
+	github.com/stretchr/testify v1.12.1
+)
 
 require (
-	github.com/davecgh/go-spew v1.1.1 // indirect
-	github.com/pmezard/go-difflib v1.0.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.13.0 // indirect
 )

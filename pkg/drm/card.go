@@ -72,3 +72,23 @@ func (c *Card) Nodes() []DeviceNode {
 	nodes = append(nodes, c.ByPath...)
 	return nodes
 }
+
+// Roots are the directories discovery reads: Sysfs stands for /sys and Dev
+// for /dev. Tests and containers that mount the host's trees elsewhere
+// pass other roots.
+type Roots struct {
+	Sysfs string
+	Dev   string
+}
+
+// DefaultRoots are the host's own trees.
+var DefaultRoots = Roots{Sysfs: "/sys", Dev: "/dev"}
+
+// Inventory is the result of one discovery pass.
+type Inventory struct {
+	// Cards are the complete cards found, sorted by ID.
+	Cards []Card
+	// Skipped explains each DRM entry that was left out because it was
+	// malformed; each error names the path and the reason.
+	Skipped []error
+}

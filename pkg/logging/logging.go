@@ -1,0 +1,34 @@
+// Package logging builds the process logger. Only mains call it; every
+// component receives a *logrus.Entry with its own fields.
+package logging
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/sirupsen/logrus"
+)
+
+// New returns a logger writing to w in format "text" or "json" at the
+// given level (panic, fatal, error, warn, info, debug, trace).
+func New(w io.Writer, format, level string) (*logrus.Logger, error) {
+	l := logrus.New()
+	l.SetOutput(w)
+	switch format {
+	case "", "text":
+		l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, DisableColors: true})
+	case "json":
+		l.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return nil, fmt.Errorf("invalid log format %q: want text or json", format)
+	}
+	if level == "" {
+		level = "info"
+	}
+	lv, err := logrus.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("invalid log level %q: %w", level, err)
+	}
+	l.SetLevel(lv)
+	return l, nil
+}
