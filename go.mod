@@ -1,13 +1,19 @@
 module github.com/dri-cdi/dri-cdi
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/sirupsen/logrus v1.10.2
 	github.com/stretchr/testify v1.12.1
+	google.golang.org/grpc v1.85.0
+	k8s.io/kubelet v0.37.2
 )
 
 require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.13.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
