@@ -17,11 +17,12 @@ type Check func() error
 
 // ServeMetrics listens on addr and serves /metrics from m, /healthz and
 // /readyz until ctx ends. It returns once listening, so a bad address is
-// reported at start; done is closed when the server has stopped.
-func ServeMetrics(ctx context.Context, addr string, m *Metrics, healthz, readyz Check, log *logrus.Entry) (done <-chan struct{}, err error) {
+// reported at start, with the address listened on; done is closed when the
+// server has stopped.
+func ServeMetrics(ctx context.Context, addr string, m *Metrics, healthz, readyz Check, log *logrus.Entry) (bound net.Addr, done <-chan struct{}, err error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("failed to listen on metrics address %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("failed to listen on metrics address %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{Registry: m.Registry()}))
@@ -42,7 +43,7 @@ func ServeMetrics(ctx context.Context, addr string, m *Metrics, healthz, readyz 
 		_ = srv.Shutdown(sctx)
 	}()
 	log.WithField("addr", l.Addr().String()).Info("serving /metrics, /healthz and /readyz")
-	return ch, nil
+	return l.Addr(), ch, nil
 }
 
 func checkHandler(c Check) http.Handler {
