@@ -39,8 +39,8 @@ type SpecStore struct {
 	metrics   *Metrics
 	log       *logrus.Entry
 
-	cards  atomic.Pointer[map[string][]drm.DeviceNode]
-	reload chan struct{} // test hook: receives after every reload attempt
+	cards atomic.Pointer[map[string][]drm.DeviceNode]
+	retry time.Duration // how often a missing directory is looked for
 }
 
 // NewSpecStore returns a store of the specs of kind in dir. It holds no
@@ -49,7 +49,7 @@ func NewSpecStore(dir, kind string, load LoadFunc, metrics *Metrics, log *logrus
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
-	return &SpecStore{dir: dir, kind: kind, load: load, metrics: metrics, log: log.WithField("cdiDir", dir)}
+	return &SpecStore{dir: dir, kind: kind, load: load, metrics: metrics, log: log.WithField("cdiDir", dir), retry: dirRetry}
 }
 
 // Nodes returns the nodes of a card as last loaded.
@@ -98,12 +98,6 @@ func (s *SpecStore) reloadLogged() {
 	} else if m := s.cards.Load(); m != nil {
 		s.log.WithField("cards", len(*m)).Debug("loaded CDI specs")
 	}
-	if s.reload != nil {
-		select {
-		case s.reload <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // fromHost fills a node's mode and owner from the host node when it is
@@ -136,7 +130,7 @@ func (s *SpecStore) Watch(ctx context.Context) error {
 		if err != nil && !errors.Is(err, errDirGone) {
 			s.log.WithError(err).Warn("watching the CDI spec directory")
 		}
-		t := time.NewTimer(dirRetry)
+		t := time.NewTimer(s.retry)
 		select {
 		case <-ctx.Done():
 			t.Stop()
