@@ -65,18 +65,25 @@ func (s *SpecStore) Nodes(cardID string) ([]drm.DeviceNode, bool) {
 // Loaded reports whether the specs were loaded at least once.
 func (s *SpecStore) Loaded() bool { return s.cards.Load() != nil }
 
-// Reload reads the specs again. A missing directory holds no cards. On
-// error the cards loaded before stay in use.
+// Reload reads the specs again. A missing directory holds no cards. A
+// load that fails as a whole keeps the cards loaded before; a load that
+// returns cards together with an error (some files were unusable) uses
+// those cards and returns the error.
 func (s *SpecStore) Reload() error {
 	m, err := s.load(s.dir, s.kind)
-	if errors.Is(err, fs.ErrNotExist) {
+	if m == nil && errors.Is(err, fs.ErrNotExist) {
 		if _, statErr := os.Stat(s.dir); errors.Is(statErr, fs.ErrNotExist) {
-			m, err = nil, nil
+			m, err = map[string][]drm.DeviceNode{}, nil
 		}
 	}
 	if err != nil {
 		s.metrics.specReloads.WithLabelValues("error").Inc()
-		return fmt.Errorf("failed to load CDI specs of kind %s from %s: %w", s.kind, s.dir, err)
+		err = fmt.Errorf("failed to load CDI specs of kind %s from %s: %w", s.kind, s.dir, err)
+		if m == nil {
+			return err
+		}
+	} else {
+		s.metrics.specReloads.WithLabelValues("ok").Inc()
 	}
 	cards := make(map[string][]drm.DeviceNode, len(m))
 	for id, nodes := range m {
@@ -87,14 +94,13 @@ func (s *SpecStore) Reload() error {
 		cards[id] = own
 	}
 	s.cards.Store(&cards)
-	s.metrics.specReloads.WithLabelValues("ok").Inc()
 	s.metrics.specCards.Set(float64(len(cards)))
-	return nil
+	return err
 }
 
 func (s *SpecStore) reloadLogged() {
 	if err := s.Reload(); err != nil {
-		s.log.WithError(err).Error("keeping the CDI specs loaded before")
+		s.log.WithError(err).Error("CDI specs not (fully) loaded")
 	} else if m := s.cards.Load(); m != nil {
 		s.log.WithField("cards", len(*m)).Debug("loaded CDI specs")
 	}

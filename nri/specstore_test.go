@@ -20,13 +20,15 @@ import (
 )
 
 // jsonLoad stands in for cdi.LoadDevices: every <card>.json in dir holds
-// the card's nodes; a file that does not parse fails the whole load.
+// the card's nodes; a file that does not parse is left out and reported,
+// the others are returned.
 func jsonLoad(dir, _ string) (map[string][]drm.DeviceNode, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]drm.DeviceNode{}
+	var errs []error
 	for _, e := range entries {
 		card, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok {
@@ -38,11 +40,12 @@ func jsonLoad(dir, _ string) (map[string][]drm.DeviceNode, error) {
 		}
 		var nodes []drm.DeviceNode
 		if err := json.Unmarshal(b, &nodes); err != nil {
-			return nil, fmt.Errorf("%s: %w", e.Name(), err)
+			errs = append(errs, fmt.Errorf("%s: %w", e.Name(), err))
+			continue
 		}
 		out[card] = nodes
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // writeSpec replaces a card's file atomically, as the agent does.
@@ -91,16 +94,34 @@ func TestSpecStoreReload(t *testing.T) {
 	require.Equal(t, testSource[cardA], nodes)
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.specCards))
 
+	// One unusable file: the good ones are used, the error names the bad one.
 	writeSpec(t, dir, cardB, []byte("{not json"))
 	err := s.Reload()
 	require.ErrorContains(t, err, dir)
 	require.ErrorContains(t, err, cardB)
 	_, ok = s.Nodes(cardA)
-	require.True(t, ok, "cards loaded before stay after a failed load")
+	require.True(t, ok)
+	_, ok = s.Nodes(cardB)
+	require.False(t, ok)
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.specReloads.WithLabelValues("error")))
 }
 
-func TestSpecStoreLoadErrorOtherThanMissing(t *testing.T) {
+func TestSpecStoreLoadFailsAsAWhole(t *testing.T) {
+	fail := false
+	s := NewSpecStore(t.TempDir(), testKind, func(string, string) (map[string][]drm.DeviceNode, error) {
+		if fail {
+			return nil, errors.New("boom")
+		}
+		return map[string][]drm.DeviceNode{cardA: testSource[cardA]}, nil
+	}, nil, logrus.NewEntry(logrus.New()))
+	require.NoError(t, s.Reload())
+	fail = true
+	require.ErrorContains(t, s.Reload(), "boom")
+	_, ok := s.Nodes(cardA)
+	require.True(t, ok, "cards loaded before stay after a failed load")
+}
+
+func TestSpecStoreFirstLoadFails(t *testing.T) {
 	s := NewSpecStore(t.TempDir(), testKind, func(string, string) (map[string][]drm.DeviceNode, error) {
 		return nil, errors.New("boom")
 	}, nil, logrus.NewEntry(logrus.New()))
@@ -133,12 +154,13 @@ func TestSpecStoreWatch(t *testing.T) {
 	require.Eventually(t, hasNodes(s, cardB, 3), 5*time.Second, 5*time.Millisecond)
 	require.Eventually(t, hasNodes(s, cardA, 1), 5*time.Second, 5*time.Millisecond)
 
-	// A broken file keeps what was loaded.
+	// A broken file does not take the others down.
 	writeSpec(t, dir, "0000:05:00.0", []byte("garbage"))
 	require.Eventually(t, func() bool {
 		return testutil.ToFloat64(s.metrics.specReloads.WithLabelValues("error")) >= 1
 	}, 5*time.Second, 5*time.Millisecond)
 	require.True(t, hasNodes(s, cardB, 3)())
+	require.True(t, hasNodes(s, cardA, 1)())
 	require.NoError(t, os.Remove(filepath.Join(dir, "0000:05:00.0.json")))
 
 	// A card's file goes away.
