@@ -89,6 +89,10 @@ var (
 	// VirtioGPU is a QEMU virtio-gpu: virtio1 below the virtio-pci function.
 	VirtioGPU = GPU{Driver: "virtio_gpu", Bus: "virtio", PCIAddress: "0000:00:04.0", Vendor: "1af4",
 		Device: "1050", NUMA: -1, Card: 0, Render: 128, VirtioIndex: 1, Connectors: []string{"Virtual-1"}}
+	// ASpeedBMC is the display-only BMC VGA of many servers (ast), on PCI
+	// without a render node.
+	ASpeedBMC = GPU{Driver: "ast", PCIAddress: "0000:02:00.0", Vendor: "1a03", Device: "2000",
+		NUMA: 0, Card: 0, Render: -1, Connectors: []string{"VGA-1"}}
 	// Simpledrm is the firmware framebuffer that simpledrm drives: a
 	// display-only platform card that usually takes card0 at boot.
 	Simpledrm = GPU{Driver: "simple-framebuffer", Platform: "simple-framebuffer.0", Card: 0, Render: -1,
