@@ -516,7 +516,7 @@ func (t *Tree) node(path string, major, minor, gid int) error {
 		return err
 	}
 	if !t.mknod {
-		return os.WriteFile(path, nil, NodeMode)
+		return firstErr(os.WriteFile(path, nil, NodeMode), os.Chmod(path, NodeMode))
 	}
 	if err := unix.Mknod(path, unix.S_IFCHR|NodeMode, int(unix.Mkdev(uint32(major), uint32(minor)))); err != nil {
 		return fmt.Errorf("mknod %s: %w", path, err)
