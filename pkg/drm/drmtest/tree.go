@@ -19,11 +19,14 @@ import (
 const (
 	// DRMMajor is the char major of every DRM node.
 	DRMMajor = 226
-	// KFDMajor and KFDMinor are the numbers of the fake /dev/kfd.
+	// KFDMajor is the char major of the fake /dev/kfd (dynamic on a real
+	// host; 235 is common).
 	KFDMajor = 235
+	// KFDMinor is the minor of the fake /dev/kfd.
 	KFDMinor = 0
-	// VideoGID owns card nodes, RenderGID render nodes and /dev/kfd.
-	VideoGID  = 44
+	// VideoGID owns card nodes, as the video group does on Debian.
+	VideoGID = 44
+	// RenderGID owns render nodes and /dev/kfd, as the render group does.
 	RenderGID = 105
 	// NodeMode is the permission of every fake node.
 	NodeMode = 0o660
