@@ -1,11 +1,11 @@
 module github.com/dri-cdi/dri-cdi
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/sirupsen/logrus v1.10.2
 	github.com/stretchr/testify v1.12.1
-	golang.org/x/sys v0.19.0
+	golang.org/x/sys v0.50.0
 	sigs.k8s.io/yaml v1.6.0
 	tags.cncf.io/container-device-interface v1.1.2
 )
