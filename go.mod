@@ -3,11 +3,13 @@ module github.com/dri-cdi/dri-cdi
 go 1.26
 
 require (
+	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/sirupsen/logrus v1.10.2
 	github.com/stretchr/testify v1.12.1
+	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/sys v0.19.0
+	tags.cncf.io/container-device-interface v1.1.2
+	tags.cncf.io/container-device-interface/specs-go v1.1.1
 )
 
-require (
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.13.0 // indirect
-)
+require github.com/fsnotify/fsnotify v1.7.0 // indirect
