@@ -87,6 +87,9 @@ func (s *SpecStore) Reload() error {
 	}
 	cards := make(map[string][]drm.DeviceNode, len(m))
 	for id, nodes := range m {
+		if id == allDevice {
+			continue // never allocated, never injected
+		}
 		own := make([]drm.DeviceNode, len(nodes))
 		for i, n := range nodes {
 			own[i] = fromHost(n)

@@ -88,10 +88,13 @@ func TestSpecStoreReload(t *testing.T) {
 
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	writeSpec(t, dir, cardA, testSource[cardA])
+	writeSpec(t, dir, allDevice, append(append([]drm.DeviceNode{}, testSource[cardA]...), testSource[cardB]...))
 	require.NoError(t, s.Reload())
 	nodes, ok := s.Nodes(cardA)
 	require.True(t, ok)
 	require.Equal(t, testSource[cardA], nodes)
+	_, ok = s.Nodes(allDevice)
+	require.False(t, ok, "the all device is never injected")
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.specCards))
 
 	// One unusable file: the good ones are used, the error names the bad one.
