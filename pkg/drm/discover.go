@@ -49,7 +49,7 @@ func Discover(roots Roots) (*Inventory, error) {
 	classDir := filepath.Join(sys, "class", "drm")
 	dirents, err := os.ReadDir(classDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Inventory{}, nil
+		return &Inventory{Cards: []Card{}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read DRM class %s: %w", classDir, err)
@@ -58,14 +58,17 @@ func Discover(roots Roots) (*Inventory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolve sysfs root %s: %w", sys, err)
 	}
-	d := &discovery{sys: sys, sysReal: sysReal, dev: dev}
+	d := &discovery{sys: sys, sysReal: sysReal, dev: dev, res: newResolver()}
 	return d.run(classDir, dirents), nil
 }
 
 // discovery holds the state of one Discover call.
 type discovery struct {
 	sys, sysReal, dev string
+	res               *resolver
 	inv               Inventory
+	kfdNode           *DeviceNode // /dev/kfd, once looked up
+	kfdDone           bool
 }
 
 // entry is one cardN or renderDN in class/drm.
@@ -175,13 +178,6 @@ func (d *discovery) probe(e *entry) {
 		return
 	}
 	e.parent = parent
-	if fi, err := os.Stat(parent); err != nil {
-		e.err = err
-		return
-	} else if !fi.IsDir() {
-		e.err = fmt.Errorf("parent device %s is not a directory", parent)
-		return
-	}
 	raw, err := readAttr(filepath.Join(dir, "dev"))
 	if err != nil {
 		e.err = err
@@ -196,7 +192,7 @@ func (d *discovery) probe(e *entry) {
 // resolve follows every symlink in path and checks that the result stays
 // under the sysfs root.
 func (d *discovery) resolve(path string) (string, error) {
-	r, err := filepath.EvalSymlinks(path)
+	r, err := d.res.resolve(path)
 	if err != nil {
 		return "", fmt.Errorf("resolve %s: %w", path, err)
 	}
@@ -324,7 +320,10 @@ func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error
 			return built{}, cardE, fmt.Errorf("virtio device %s has no transport device: %w", parent, err)
 		}
 	}
-	idBus, _ := d.linkName(filepath.Join(idDev, "subsystem"))
+	idBus := bus
+	if idDev != parent {
+		idBus, _ = d.linkName(filepath.Join(idDev, "subsystem"))
+	}
 	name := filepath.Base(idDev)
 	numaDev := parent
 	if idBus == "pci" && isPCIAddress(name) {
@@ -489,12 +488,17 @@ func statChar(path string) (DeviceNode, error) {
 
 // kfd returns /dev/kfd when it exists and is a char device.
 func (d *discovery) kfd() (DeviceNode, bool) {
-	n, err := statChar(filepath.Join(d.dev, "kfd"))
-	if err != nil {
+	if !d.kfdDone {
+		d.kfdDone = true
+		if n, err := statChar(filepath.Join(d.dev, "kfd")); err == nil {
+			n.Path = containerKFD
+			d.kfdNode = &n
+		}
+	}
+	if d.kfdNode == nil {
 		return DeviceNode{}, false
 	}
-	n.Path = containerKFD
-	return n, true
+	return *d.kfdNode, true
 }
 
 // dropDuplicates leaves out every card whose ID another card also has:
@@ -549,7 +553,7 @@ func (d *discovery) attachByPath(cards []built) {
 			nodes = append(nodes, *c.RenderNode)
 		}
 		for _, n := range nodes {
-			if r, err := filepath.EvalSymlinks(n.HostPath); err == nil {
+			if r, err := d.res.resolve(n.HostPath); err == nil {
 				targets[r] = ref{card: i, node: n}
 			}
 		}
@@ -559,7 +563,7 @@ func (d *discovery) attachByPath(cards []built) {
 			continue
 		}
 		link := filepath.Join(dir, l.Name())
-		r, err := filepath.EvalSymlinks(link)
+		r, err := d.res.resolve(link)
 		if err != nil {
 			continue
 		}

@@ -19,11 +19,14 @@ import (
 const (
 	// DRMMajor is the char major of every DRM node.
 	DRMMajor = 226
-	// KFDMajor and KFDMinor are the numbers of the fake /dev/kfd.
+	// KFDMajor is the char major of the fake /dev/kfd (dynamic on a real
+	// host; 235 is common).
 	KFDMajor = 235
+	// KFDMinor is the minor of the fake /dev/kfd.
 	KFDMinor = 0
-	// VideoGID owns card nodes, RenderGID render nodes and /dev/kfd.
-	VideoGID  = 44
+	// VideoGID owns card nodes, as the video group does on Debian.
+	VideoGID = 44
+	// RenderGID owns render nodes and /dev/kfd, as the render group does.
 	RenderGID = 105
 	// NodeMode is the permission of every fake node.
 	NodeMode = 0o660
@@ -516,7 +519,7 @@ func (t *Tree) node(path string, major, minor, gid int) error {
 		return err
 	}
 	if !t.mknod {
-		return os.WriteFile(path, nil, NodeMode)
+		return firstErr(os.WriteFile(path, nil, NodeMode), os.Chmod(path, NodeMode))
 	}
 	if err := unix.Mknod(path, unix.S_IFCHR|NodeMode, int(unix.Mkdev(uint32(major), uint32(minor)))); err != nil {
 		return fmt.Errorf("mknod %s: %w", path, err)
