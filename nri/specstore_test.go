@@ -63,9 +63,7 @@ func writeSpec(t *testing.T, dir, card string, content any) {
 }
 
 func newStore(t *testing.T, dir string) *SpecStore {
-	s := NewSpecStore(dir, testKind, jsonLoad, nil, logrus.NewEntry(logrus.New()))
-	s.retry = 10 * time.Millisecond
-	return s
+	return NewSpecStore(dir, testKind, jsonLoad, nil, logrus.NewEntry(logrus.New()))
 }
 
 func hasNodes(s *SpecStore, card string, n int) func() bool {
