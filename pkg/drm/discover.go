@@ -49,7 +49,7 @@ func Discover(roots Roots) (*Inventory, error) {
 	classDir := filepath.Join(sys, "class", "drm")
 	dirents, err := os.ReadDir(classDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Inventory{}, nil
+		return &Inventory{Cards: []Card{}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read DRM class %s: %w", classDir, err)
