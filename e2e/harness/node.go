@@ -1,0 +1,682 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+)
+
+// NodeName is the kubelet's --hostname-override; static pod names end in
+// "-" + NodeName.
+const NodeName = "dri-cdi-e2e"
+
+// Kubelet ports on 127.0.0.1.
+const (
+	kubeletPort         = 10250
+	kubeletReadOnlyPort = 10255
+	kubeletHealthzPort  = 10248
+)
+
+// Delivery modes of dri-cdi-agent.
+const (
+	DeliveryCDICRI      = "cdi-cri"
+	DeliveryNRI         = "nri"
+	DeliveryDeviceSpecs = "device-specs"
+)
+
+// NodeOptions describe one node.
+type NodeOptions struct {
+	// Name is a short label for the node's directory (letters, digits, -).
+	Name string
+	// GPUs are the fake DRM devices in the node's tree at start.
+	GPUs []drmtest.GPU
+	// HideCDIFromRuntime points containerd's cdi_spec_dirs at an empty
+	// directory instead of the directory the agent writes, like a runtime
+	// whose CDI cannot resolve our names.
+	HideCDIFromRuntime bool
+	// Delivery starts dri-cdi-agent in this mode; "" starts no agent.
+	Delivery string
+	// NRI starts dri-cdi-nri.
+	NRI bool
+	// Config is the YAML configuration given to the agent and the NRI
+	// plugin; "" gives them none (defaults).
+	Config string
+	// AgentArgs and NRIArgs are extra flags.
+	AgentArgs []string
+	NRIArgs   []string
+}
+
+// Node is one running containerd + kubelet (+ dri-cdi) on private paths.
+type Node struct {
+	// Dir holds everything of the node.
+	Dir string
+	// Tree is the fake DRM tree; change it to hotplug GPUs.
+	Tree *drmtest.Tree
+	// SysfsRoot and DevRoot are the fake DRM tree's roots.
+	SysfsRoot string
+	DevRoot   string
+	// CDIDir is where the agent writes its CDI specs.
+	CDIDir string
+	// RuntimeCDIDir is containerd's cdi_spec_dirs entry.
+	RuntimeCDIDir string
+	// ManifestDir is the kubelet's staticPodPath.
+	ManifestDir string
+	// KubeletRoot is the kubelet's --root-dir.
+	KubeletRoot string
+	// PodResourcesSocket is the kubelet's PodResources API.
+	PodResourcesSocket string
+	// ContainerdSocket and NRISocket are containerd's sockets.
+	ContainerdSocket string
+	NRISocket        string
+	// LogDir holds one log file per process.
+	LogDir string
+	// ConfigPath is the dri-cdi config file ("" when none).
+	ConfigPath string
+
+	suite *Suite
+	opts  NodeOptions
+	log   Logger
+	state *nodeState
+
+	closeOnce  sync.Once
+	closeErr   error
+	containerd *proc
+	kubelet    *proc
+	agent      *proc
+	nri        *proc
+	delivery   string
+	runDir     string
+	cgroupRoot string
+}
+
+// StartNode creates and starts a node. On error everything it started is
+// torn down again.
+func (s *Suite) StartNode(ctx context.Context, log Logger, opts NodeOptions) (n *Node, err error) {
+	if opts.Name == "" {
+		opts.Name = "node"
+	}
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	id := opts.Name + "-" + hex.EncodeToString(suffix)
+	dir := filepath.Join(s.WorkDir, id)
+	n = &Node{
+		Dir:              dir,
+		SysfsRoot:        filepath.Join(dir, "drm", "sys"),
+		DevRoot:          filepath.Join(dir, "drm", "dev"),
+		CDIDir:           filepath.Join(dir, "cdi"),
+		RuntimeCDIDir:    filepath.Join(dir, "cdi"),
+		ManifestDir:      filepath.Join(dir, "manifests"),
+		KubeletRoot:      filepath.Join(dir, "kubelet"),
+		ContainerdSocket: filepath.Join(dir, "containerd.sock"),
+		NRISocket:        filepath.Join(dir, "nri.sock"),
+		LogDir:           filepath.Join(dir, "logs"),
+		suite:            s,
+		opts:             opts,
+		log:              log,
+		runDir:           filepath.Join(dir, "run"),
+		cgroupRoot:       "dri-cdi-e2e-" + id,
+	}
+	n.PodResourcesSocket = filepath.Join(n.KubeletRoot, "pod-resources", "kubelet.sock")
+	if opts.HideCDIFromRuntime {
+		n.RuntimeCDIDir = filepath.Join(dir, "runtime-cdi")
+	}
+	if err := preflight(); err != nil {
+		return nil, err
+	}
+	n.state = &nodeState{Dir: dir, CgroupRoot: n.cgroupRoot, ContainerdSock: n.ContainerdSocket}
+	n.state.DevicePluginBefore, n.state.DevicePluginDirExisted = dirNames(DevicePluginDir)
+	_, err = os.Stat(filepath.Dir(DevicePluginDir))
+	n.state.KubeletDirExisted = err == nil
+	n.state.ShimSocketsBefore, n.state.RunContainerdSExisted = dirNames(runContainerdS)
+	_, err = os.Stat(filepath.Dir(runContainerdS))
+	n.state.RunContainerdExisted = err == nil
+	_, err = os.Stat(containerLogDir)
+	n.state.ContainerLogDirExisted = err == nil
+
+	for _, d := range []string{dir, n.CDIDir, n.RuntimeCDIDir, n.ManifestDir, n.KubeletRoot, n.LogDir, n.runDir, filepath.Join(dir, "pids")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("start node: %w", err)
+		}
+	}
+	if err := n.state.save(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start node: %w", err)
+	}
+	s.track(n, true)
+	defer func() {
+		if err != nil {
+			log.Logf("node %s failed to start: %v", id, err)
+			n.dumpLogs()
+			if cerr := n.Close(); cerr != nil {
+				log.Logf("teardown after failed start: %v", cerr)
+			}
+			n = nil
+		}
+	}()
+	log.Logf("node %s: dir %s", id, dir)
+	if err := createCgroups(n.cgroupRoot); err != nil {
+		return n, err
+	}
+	n.Tree, err = drmtest.NewTree(filepath.Join(dir, "drm"), opts.GPUs...)
+	if err != nil {
+		return n, err
+	}
+	if roots := n.Tree.Roots(); roots.Sysfs != n.SysfsRoot || roots.Dev != n.DevRoot {
+		return n, fmt.Errorf("fake DRM tree at %v, want %s and %s", roots, n.SysfsRoot, n.DevRoot)
+	}
+	if opts.Config != "" {
+		n.ConfigPath = filepath.Join(dir, "dri-cdi.yaml")
+		if err := os.WriteFile(n.ConfigPath, []byte(opts.Config), 0o644); err != nil {
+			return n, err
+		}
+	}
+	if err := n.StartContainerd(ctx); err != nil {
+		return n, err
+	}
+	if err := n.importImages(ctx); err != nil {
+		return n, err
+	}
+	if err := n.StartKubelet(ctx); err != nil {
+		return n, err
+	}
+	if opts.NRI {
+		if err := n.StartNRI(ctx); err != nil {
+			return n, err
+		}
+	}
+	if opts.Delivery != "" {
+		if err := n.StartAgent(ctx, opts.Delivery); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// preflight refuses to run next to a live kubelet: it would share the
+// device-plugin directory and the ports.
+func preflight() error {
+	sock := filepath.Join(DevicePluginDir, "kubelet.sock")
+	if socketLive(sock) {
+		return fmt.Errorf("a kubelet is already serving %s; the e2e node needs the machine to itself", sock)
+	}
+	for _, port := range []int{kubeletPort, kubeletReadOnlyPort, kubeletHealthzPort} {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			return fmt.Errorf("kubelet port %d is taken: %w", port, err)
+		}
+		l.Close()
+	}
+	// Files of a kubelet that is gone: its checkpoint would hand our
+	// kubelet allocations of a dead run.
+	for _, f := range []string{"kubelet.sock", "kubelet_internal_checkpoint"} {
+		_ = os.Remove(filepath.Join(DevicePluginDir, f))
+	}
+	return nil
+}
+
+// Close tears the node down and removes everything it created. It is safe
+// to call more than once and from several goroutines; every call returns
+// after the teardown finished.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.teardown() })
+	return n.closeErr
+}
+
+func (n *Node) teardown() error {
+	defer n.suite.track(n, false)
+	var errs []error
+	if n.containerd != nil && n.containerd.running() {
+		n.removeAllPods()
+	}
+	n.agent.stop(syscall.SIGTERM, 10*time.Second)
+	n.nri.stop(syscall.SIGTERM, 10*time.Second)
+	n.kubelet.stop(syscall.SIGTERM, 20*time.Second)
+	n.containerd.stop(syscall.SIGTERM, 20*time.Second)
+	if err := cleanupState(n.state); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// removeAllPods removes the static pod manifests, gives the kubelet a
+// moment to stop the pods, then stops and removes whatever sandbox is
+// left through CRI.
+func (n *Node) removeAllPods() {
+	entries, _ := os.ReadDir(n.ManifestDir)
+	for _, e := range entries {
+		_ = os.Remove(filepath.Join(n.ManifestDir, e.Name()))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if n.kubelet != nil && n.kubelet.running() && len(entries) > 0 {
+		_ = poll(ctx, 20*time.Second, func() (bool, error) {
+			ids, err := n.sandboxIDs(ctx)
+			return err == nil && len(ids) == 0, nil
+		})
+	}
+	ids, _ := n.sandboxIDs(ctx)
+	for _, id := range ids {
+		_, _ = n.Crictl(ctx, "stopp", id)
+		_, _ = n.Crictl(ctx, "rmp", "-f", id)
+	}
+}
+
+// dumpLogs writes the tail of every process log to the logger.
+func (n *Node) dumpLogs() {
+	entries, _ := os.ReadDir(n.LogDir)
+	for _, e := range entries {
+		n.log.Logf("---- %s (tail) ----\n%s", e.Name(), tailFile(filepath.Join(n.LogDir, e.Name()), 6000))
+	}
+}
+
+// DumpLogs writes the tail of every process log to the logger; call it
+// when a scenario fails.
+func (n *Node) DumpLogs() { n.dumpLogs() }
+
+func (n *Node) logPath(name string) string { return filepath.Join(n.LogDir, name+".log") }
+func (n *Node) pidDir() string             { return filepath.Join(n.Dir, "pids") }
+
+// ---- containerd ----
+
+func (n *Node) containerdConfig() string {
+	runc := n.suite.Tools.Runc
+	if n.suite.OOMClamp {
+		runc = filepath.Join(n.runDir, "bin", "runc")
+	}
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	return `version = 3
+root = ` + q(filepath.Join(n.Dir, "containerd", "root")) + `
+state = ` + q(filepath.Join(n.Dir, "containerd", "state")) + `
+
+[grpc]
+  address = ` + q(n.ContainerdSocket) + `
+
+[ttrpc]
+  address = ` + q(n.ContainerdSocket+".ttrpc") + `
+
+[debug]
+  level = "info"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = ` + q(filepath.Join(n.Dir, "containerd", "opt")) + `
+
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  socket_path = ` + q(n.NRISocket) + `
+  plugin_path = ` + q(filepath.Join(n.Dir, "nri", "plugins")) + `
+  plugin_config_path = ` + q(filepath.Join(n.Dir, "nri", "conf.d")) + `
+  plugin_registration_timeout = "5s"
+  plugin_request_timeout = "2s"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = ` + q(PauseImage) + `
+
+[plugins."io.containerd.cri.v1.runtime"]
+  cdi_spec_dirs = [` + q(n.RuntimeCDIDir) + `]
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      runtime_path = ` + q(n.suite.Tools.Shim) + `
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = ` + q(runc) + `
+        Root = ` + q(filepath.Join(n.runDir, "runc")) + `
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [` + q(filepath.Join(n.Dir, "cni", "bin")) + `]
+    conf_dir = ` + q(filepath.Join(n.Dir, "cni", "net.d")) + `
+`
+}
+
+// StartContainerd starts containerd with the node's config and waits
+// until it answers.
+func (n *Node) StartContainerd(ctx context.Context) error {
+	if n.suite.OOMClamp {
+		bin := filepath.Join(n.runDir, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			return err
+		}
+		if err := copyFile(n.suite.clampBin, filepath.Join(bin, "runc"), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(n.suite.Tools.Runc, filepath.Join(bin, "runc.real")); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	}
+	cfg := filepath.Join(n.Dir, "containerd.toml")
+	if err := os.WriteFile(cfg, []byte(n.containerdConfig()), 0o644); err != nil {
+		return err
+	}
+	path := "PATH=" + filepath.Dir(n.suite.Tools.Containerd) + ":" + os.Getenv("PATH")
+	p, err := startProc("containerd", n.logPath("containerd"), n.pidDir(), []string{path}, n.suite.Tools.Containerd, "--config", cfg)
+	if err != nil {
+		return err
+	}
+	n.containerd = p
+	n.log.Logf("containerd started (pid %d)", p.cmd.Process.Pid)
+	err = poll(ctx, 60*time.Second, func() (bool, error) {
+		if !p.running() {
+			return false, fmt.Errorf("containerd exited: %v\n%s", p.err, p.tail(3000))
+		}
+		_, err := n.Ctr(ctx, "version")
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for containerd: %w", err)
+	}
+	return nil
+}
+
+// StopContainerd stops containerd; shims and containers keep running.
+func (n *Node) StopContainerd() {
+	n.containerd.stop(syscall.SIGTERM, 20*time.Second)
+}
+
+// RestartContainerd stops and starts containerd.
+func (n *Node) RestartContainerd(ctx context.Context) error {
+	n.StopContainerd()
+	return n.StartContainerd(ctx)
+}
+
+func (n *Node) importImages(ctx context.Context) error {
+	for _, img := range n.suite.images {
+		if out, err := n.Ctr(ctx, "-n", "k8s.io", "images", "import", img.Path); err != nil {
+			return fmt.Errorf("import %s: %w\n%s", img.Ref, err, out)
+		}
+	}
+	out, err := n.Crictl(ctx, "images", "-q")
+	if err != nil {
+		return fmt.Errorf("list images: %w", err)
+	}
+	if strings.Count(strings.TrimSpace(out), "\n")+1 < len(n.suite.images) {
+		return fmt.Errorf("CRI sees %q after importing %d images", out, len(n.suite.images))
+	}
+	return nil
+}
+
+// ---- kubelet ----
+
+func (n *Node) kubeletConfig() string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %d
+readOnlyPort: %d
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+containerRuntimeEndpoint: unix://%s
+imageServiceEndpoint: unix://%s
+staticPodPath: %s
+podLogsDir: %s
+cgroupDriver: cgroupfs
+cgroupRoot: /%s
+failCgroupV1: false
+failSwapOn: false
+fileCheckFrequency: 2s
+syncFrequency: 10s
+evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+  imagefs.available: "1%%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`, kubeletPort, kubeletReadOnlyPort, kubeletHealthzPort, n.ContainerdSocket, n.ContainerdSocket,
+		n.ManifestDir, filepath.Join(n.Dir, "pod-logs"), n.cgroupRoot)
+}
+
+// StartKubelet starts the kubelet and waits until it is healthy and
+// serves its device-plugin registration and PodResources sockets.
+func (n *Node) StartKubelet(ctx context.Context) error {
+	cfg := filepath.Join(n.Dir, "kubelet.yaml")
+	if err := os.WriteFile(cfg, []byte(n.kubeletConfig()), 0o644); err != nil {
+		return err
+	}
+	reg := filepath.Join(DevicePluginDir, "kubelet.sock")
+	p, err := startProc("kubelet", n.logPath("kubelet"), n.pidDir(), nil, n.suite.Tools.Kubelet,
+		"--config="+cfg,
+		"--root-dir="+n.KubeletRoot,
+		"--cert-dir="+filepath.Join(n.KubeletRoot, "pki"),
+		"--hostname-override="+NodeName,
+		"--v=2")
+	if err != nil {
+		return err
+	}
+	n.kubelet = p
+	n.log.Logf("kubelet started (pid %d)", p.cmd.Process.Pid)
+	healthz := fmt.Sprintf("http://127.0.0.1:%d/healthz", kubeletHealthzPort)
+	err = poll(ctx, 120*time.Second, func() (bool, error) {
+		if !p.running() {
+			return false, fmt.Errorf("kubelet exited: %v\n%s", p.err, p.tail(4000))
+		}
+		if !httpOK(ctx, healthz) {
+			return false, nil
+		}
+		return socketLive(reg) && socketLive(n.PodResourcesSocket), nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for kubelet: %w", err)
+	}
+	return nil
+}
+
+// StopKubelet stops the kubelet; its pods keep running.
+func (n *Node) StopKubelet() {
+	n.kubelet.stop(syscall.SIGTERM, 20*time.Second)
+}
+
+// RestartKubelet stops and starts the kubelet.
+func (n *Node) RestartKubelet(ctx context.Context) error {
+	n.StopKubelet()
+	return n.StartKubelet(ctx)
+}
+
+// ---- dri-cdi ----
+
+// StartAgent starts dri-cdi-agent in a delivery mode.
+func (n *Node) StartAgent(ctx context.Context, delivery string) error {
+	args := []string{n.suite.Product.Agent,
+		"--sysfs-root=" + n.SysfsRoot,
+		"--dev-root=" + n.DevRoot,
+		"--cdi-dir=" + n.CDIDir,
+		"--kubelet-dir=" + DevicePluginDir,
+		"--delivery=" + delivery,
+		"--metrics-addr=",
+		"--log-level=debug",
+	}
+	if n.ConfigPath != "" {
+		args = append(args, "--config="+n.ConfigPath)
+	}
+	args = append(args, n.opts.AgentArgs...)
+	p, err := startProc("agent", n.logPath("agent"), n.pidDir(), nil, args...)
+	if err != nil {
+		return err
+	}
+	n.agent = p
+	n.delivery = delivery
+	n.log.Logf("dri-cdi-agent started (pid %d, delivery %s)", p.cmd.Process.Pid, delivery)
+	return nil
+}
+
+// StopAgent stops the agent with SIGTERM.
+func (n *Node) StopAgent() { n.agent.stop(syscall.SIGTERM, 10*time.Second) }
+
+// KillAgent kills the agent with SIGKILL, as a crash would.
+func (n *Node) KillAgent() { n.agent.stop(syscall.SIGKILL, 10*time.Second) }
+
+// AgentRunning reports whether the agent process is alive.
+func (n *Node) AgentRunning() bool { return n.agent != nil && n.agent.running() }
+
+// StartNRI starts dri-cdi-nri against the node's containerd and kubelet.
+func (n *Node) StartNRI(ctx context.Context) error {
+	args := []string{n.suite.Product.NRI,
+		"--nri-socket=" + n.NRISocket,
+		"--pod-resources-socket=" + n.PodResourcesSocket,
+		"--cdi-dir=" + n.CDIDir,
+		"--metrics-addr=",
+		"--log-level=debug",
+	}
+	if n.ConfigPath != "" {
+		args = append(args, "--config="+n.ConfigPath)
+	}
+	args = append(args, n.opts.NRIArgs...)
+	connected := n.CountLog("containerd", nriConnected...)
+	p, err := startProc("nri", n.logPath("nri"), n.pidDir(), nil, args...)
+	if err != nil {
+		return err
+	}
+	n.nri = p
+	n.log.Logf("dri-cdi-nri started (pid %d)", p.cmd.Process.Pid)
+	// A pod created before the plugin connected would not see it.
+	err = poll(ctx, 30*time.Second, func() (bool, error) {
+		if !p.running() {
+			return false, fmt.Errorf("dri-cdi-nri exited: %v\n%s", p.err, p.tail(3000))
+		}
+		return n.CountLog("containerd", nriConnected...) > connected, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for dri-cdi-nri to connect to containerd: %w", err)
+	}
+	return nil
+}
+
+// nriConnected matches containerd's log line for our NRI plugin having
+// registered and synchronized.
+var nriConnected = []string{"dri-cdi", "connected and synchronized"}
+
+// NRIConnections counts how often the NRI plugin connected to containerd
+// (across containerd restarts).
+func (n *Node) NRIConnections() int { return n.CountLog("containerd", nriConnected...) }
+
+// StopNRI stops the NRI plugin.
+func (n *Node) StopNRI() { n.nri.stop(syscall.SIGTERM, 10*time.Second) }
+
+// NRIRunning reports whether the NRI plugin process is alive.
+func (n *Node) NRIRunning() bool { return n.nri != nil && n.nri.running() }
+
+// LogOf returns the full log of a process: containerd, kubelet, agent, nri.
+func (n *Node) LogOf(name string) string {
+	data, _ := os.ReadFile(n.logPath(name))
+	return string(data)
+}
+
+// ---- helpers ----
+
+// poll calls cond until it returns true or an error, or timeout/ctx end.
+func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("timed out after %v: %w", timeout, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func httpOK(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, mode)
+}
+
+// CountLog counts the lines of a process log (containerd, kubelet, agent,
+// nri) that contain every one of substrs. Logs survive restarts.
+func (n *Node) CountLog(name string, substrs ...string) int {
+	count := 0
+	for _, line := range strings.Split(n.LogOf(name), "\n") {
+		all := true
+		for _, s := range substrs {
+			if !strings.Contains(line, s) {
+				all = false
+				break
+			}
+		}
+		if all && len(substrs) > 0 {
+			count++
+		}
+	}
+	return count
+}
+
+// WaitLog waits until CountLog(name, substrs...) reaches min.
+func (n *Node) WaitLog(ctx context.Context, timeout time.Duration, min int, name string, substrs ...string) error {
+	err := poll(ctx, timeout, func() (bool, error) { return n.CountLog(name, substrs...) >= min, nil })
+	if err != nil {
+		return fmt.Errorf("%s log: want %d lines with %q, have %d: %w", name, min, substrs, n.CountLog(name, substrs...), err)
+	}
+	return nil
+}
+
+// Registrations is the kubelet's count of device plugin registrations for
+// a resource since the kubelet started.
+func (n *Node) Registrations(ctx context.Context, resource string) (int, error) {
+	v, err := n.KubeletMetric(ctx, "kubelet_device_plugin_registration_total", fmt.Sprintf("resource_name=%q", resource))
+	return int(v), err
+}
+
+// WaitRegistrations waits until Registrations reaches min.
+func (n *Node) WaitRegistrations(ctx context.Context, resource string, min int, timeout time.Duration) error {
+	var have int
+	err := poll(ctx, timeout, func() (bool, error) {
+		v, err := n.Registrations(ctx, resource)
+		have = v
+		return err == nil && v >= min, nil
+	})
+	if err != nil {
+		return fmt.Errorf("resource %s: want %d plugin registrations, have %d: %w", resource, min, have, err)
+	}
+	return nil
+}
+
+// CgroupRoot is the kubelet's cgroupRoot for this node, without the
+// leading slash; put other containers below it so teardown finds them.
+func (n *Node) CgroupRoot() string { return n.cgroupRoot }

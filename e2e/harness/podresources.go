@@ -1,0 +1,106 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+func (n *Node) podResources(ctx context.Context, f func(context.Context, podresourcesv1.PodResourcesListerClient) error) error {
+	conn, err := grpc.NewClient("unix://"+n.PodResourcesSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("podresources %s: %w", n.PodResourcesSocket, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return f(ctx, podresourcesv1.NewPodResourcesListerClient(conn))
+}
+
+// Allocatable returns the device IDs the kubelet reports as allocatable
+// for a resource (GetAllocatableResources), sorted.
+func (n *Node) Allocatable(ctx context.Context, resource string) ([]string, error) {
+	var ids []string
+	err := n.podResources(ctx, func(ctx context.Context, c podresourcesv1.PodResourcesListerClient) error {
+		resp, err := c.GetAllocatableResources(ctx, &podresourcesv1.AllocatableResourcesRequest{})
+		if err != nil {
+			return fmt.Errorf("GetAllocatableResources: %w", err)
+		}
+		for _, d := range resp.GetDevices() {
+			if d.GetResourceName() == resource {
+				ids = append(ids, d.GetDeviceIds()...)
+			}
+		}
+		return nil
+	})
+	sort.Strings(ids)
+	return ids, err
+}
+
+// WaitAllocatable waits until the resource has at least min allocatable
+// devices and returns them.
+func (n *Node) WaitAllocatable(ctx context.Context, resource string, min int, timeout time.Duration) ([]string, error) {
+	var ids []string
+	err := poll(ctx, timeout, func() (bool, error) {
+		var err error
+		ids, err = n.Allocatable(ctx, resource)
+		return err == nil && len(ids) >= min, nil
+	})
+	if err != nil {
+		return ids, fmt.Errorf("resource %s: want %d allocatable devices, have %v: %w", resource, min, ids, err)
+	}
+	return ids, nil
+}
+
+// WaitAllocatableExactly waits until the resource's allocatable device
+// IDs are exactly want (sorted).
+func (n *Node) WaitAllocatableExactly(ctx context.Context, resource string, want []string, timeout time.Duration) error {
+	want = append([]string(nil), want...)
+	sort.Strings(want)
+	var ids []string
+	err := poll(ctx, timeout, func() (bool, error) {
+		var err error
+		ids, err = n.Allocatable(ctx, resource)
+		return err == nil && fmt.Sprint(ids) == fmt.Sprint(want), nil
+	})
+	if err != nil {
+		return fmt.Errorf("resource %s: want allocatable %v, have %v: %w", resource, want, ids, err)
+	}
+	return nil
+}
+
+// Allocated returns the device IDs the kubelet reports (List) as
+// allocated to the pod's main container for a resource.
+func (n *Node) Allocated(ctx context.Context, podName, resource string) ([]string, error) {
+	full := podName + "-" + NodeName
+	var ids []string
+	err := n.podResources(ctx, func(ctx context.Context, c podresourcesv1.PodResourcesListerClient) error {
+		resp, err := c.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+		if err != nil {
+			return fmt.Errorf("List: %w", err)
+		}
+		for _, p := range resp.GetPodResources() {
+			if p.GetName() != full {
+				continue
+			}
+			for _, ctr := range p.GetContainers() {
+				if ctr.GetName() != ContainerName {
+					continue
+				}
+				for _, d := range ctr.GetDevices() {
+					if d.GetResourceName() == resource {
+						ids = append(ids, d.GetDeviceIds()...)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	sort.Strings(ids)
+	return ids, err
+}

@@ -1,0 +1,491 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ContainerName is the name of the single container of harness pods.
+const ContainerName = "main"
+
+// PodSpec describes a static pod with one busybox container.
+type PodSpec struct {
+	// Name of the pod; the kubelet runs it as Name + "-" + NodeName.
+	Name string
+	// Script is run by /bin/sh -c.
+	Script string
+	// RunAsUser and RunAsGroup set the container's user when not nil.
+	RunAsUser  *int64
+	RunAsGroup *int64
+	// SupplementalGroups of the pod.
+	SupplementalGroups []int64
+	// Resources are extended resources requested (as limits).
+	Resources map[string]int64
+	// HostPathDRI mounts the node's fake /dev/dri at /dev/dri.
+	HostPathDRI bool
+	// Annotations of the pod.
+	Annotations map[string]string
+}
+
+// FullName is the name the kubelet gives the static pod.
+func (p PodSpec) FullName() string { return p.Name + "-" + NodeName }
+
+func (n *Node) manifest(p PodSpec) ([]byte, error) {
+	ctr := map[string]any{
+		"name":            ContainerName,
+		"image":           BusyboxImage,
+		"imagePullPolicy": "Never",
+		"command":         []string{"/bin/sh", "-c", p.Script},
+	}
+	sc := map[string]any{"allowPrivilegeEscalation": false}
+	if p.RunAsUser != nil {
+		sc["runAsUser"] = *p.RunAsUser
+	}
+	if p.RunAsGroup != nil {
+		sc["runAsGroup"] = *p.RunAsGroup
+	}
+	ctr["securityContext"] = sc
+	if len(p.Resources) > 0 {
+		limits := map[string]string{}
+		for r, q := range p.Resources {
+			limits[r] = fmt.Sprint(q)
+		}
+		ctr["resources"] = map[string]any{"limits": limits}
+	}
+	spec := map[string]any{
+		"hostNetwork":                   true,
+		"restartPolicy":                 "Never",
+		"terminationGracePeriodSeconds": 2,
+		"containers":                    []any{ctr},
+	}
+	if len(p.SupplementalGroups) > 0 {
+		spec["securityContext"] = map[string]any{"supplementalGroups": p.SupplementalGroups}
+	}
+	if p.HostPathDRI {
+		ctr["volumeMounts"] = []any{map[string]any{"name": "dri", "mountPath": "/dev/dri"}}
+		spec["volumes"] = []any{map[string]any{"name": "dri", "hostPath": map[string]any{"path": filepath.Join(n.DevRoot, "dri"), "type": "Directory"}}}
+	}
+	meta := map[string]any{"name": p.Name, "namespace": "default"}
+	if len(p.Annotations) > 0 {
+		meta["annotations"] = p.Annotations
+	}
+	return json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}, "", "  ")
+}
+
+// CreatePod drops the pod's manifest into the static pod directory,
+// atomically (the kubelet would start a half-written file). When the pod
+// requests resources, it first waits until the kubelet reports them
+// allocatable: a static pod admitted before its resource is registered
+// fails for good.
+func (n *Node) CreatePod(ctx context.Context, p PodSpec) error {
+	for r, q := range p.Resources {
+		if _, err := n.WaitAllocatable(ctx, r, int(q), 90*time.Second); err != nil {
+			return fmt.Errorf("pod %s: %w", p.Name, err)
+		}
+	}
+	data, err := n.manifest(p)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(n.ManifestDir, "."+p.Name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(n.ManifestDir, p.Name+".json")); err != nil {
+		return err
+	}
+	n.log.Logf("pod %s: manifest dropped", p.Name)
+	return nil
+}
+
+// DeletePod removes the pod's manifest and waits until its sandbox is gone.
+func (n *Node) DeletePod(ctx context.Context, name string) error {
+	if err := os.Remove(filepath.Join(n.ManifestDir, name+".json")); err != nil {
+		return err
+	}
+	full := name + "-" + NodeName
+	return poll(ctx, 60*time.Second, func() (bool, error) {
+		out, err := n.Crictl(ctx, "pods", "-q", "--name", "^"+full+"$")
+		return err == nil && strings.TrimSpace(out) == "", nil
+	})
+}
+
+// ---- kubelet read-only API ----
+
+// PodStatus is the part of a pod's status the scenarios read.
+type PodStatus struct {
+	Phase      string            `json:"phase"`
+	Reason     string            `json:"reason"`
+	Message    string            `json:"message"`
+	Containers []ContainerStatus `json:"containerStatuses"`
+}
+
+// ContainerStatus is the part of a container's status the scenarios read.
+type ContainerStatus struct {
+	Name         string `json:"name"`
+	RestartCount int    `json:"restartCount"`
+	ContainerID  string `json:"containerID"`
+	State        struct {
+		Waiting *struct {
+			Reason  string `json:"reason"`
+			Message string `json:"message"`
+		} `json:"waiting"`
+		Running    *struct{} `json:"running"`
+		Terminated *struct {
+			ExitCode int    `json:"exitCode"`
+			Reason   string `json:"reason"`
+			Message  string `json:"message"`
+		} `json:"terminated"`
+	} `json:"state"`
+}
+
+// Describe is a one-line summary for logs and failures.
+func (s PodStatus) Describe() string {
+	parts := []string{"phase=" + s.Phase}
+	if s.Reason != "" || s.Message != "" {
+		parts = append(parts, fmt.Sprintf("reason=%s message=%q", s.Reason, s.Message))
+	}
+	for _, c := range s.Containers {
+		switch {
+		case c.State.Waiting != nil:
+			parts = append(parts, fmt.Sprintf("%s waiting %s: %q", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message))
+		case c.State.Running != nil:
+			parts = append(parts, c.Name+" running")
+		case c.State.Terminated != nil:
+			parts = append(parts, fmt.Sprintf("%s terminated %s (exit %d): %q", c.Name, c.State.Terminated.Reason, c.State.Terminated.ExitCode, c.State.Terminated.Message))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Pods returns the kubelet's pods by full name, from its read-only port.
+func (n *Node) Pods(ctx context.Context) (map[string]PodStatus, error) {
+	body, err := n.readOnly(ctx, "/pods")
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Status PodStatus `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("parse kubelet /pods: %w", err)
+	}
+	out := map[string]PodStatus{}
+	for _, it := range list.Items {
+		out[it.Metadata.Name] = it.Status
+	}
+	return out, nil
+}
+
+// WaitPod waits until the pod's status satisfies cond.
+func (n *Node) WaitPod(ctx context.Context, name string, timeout time.Duration, cond func(PodStatus) bool) (PodStatus, error) {
+	full := name + "-" + NodeName
+	var last PodStatus
+	err := poll(ctx, timeout, func() (bool, error) {
+		pods, err := n.Pods(ctx)
+		if err != nil {
+			return false, nil
+		}
+		st, ok := pods[full]
+		if !ok {
+			return false, nil
+		}
+		last = st
+		return cond(st), nil
+	})
+	if err != nil {
+		return last, fmt.Errorf("pod %s: %w (last status: %s)", name, err, last.Describe())
+	}
+	return last, nil
+}
+
+func (n *Node) readOnly(ctx context.Context, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", kubeletReadOnlyPort, path), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("kubelet %s: %s", path, resp.Status)
+	}
+	return body, nil
+}
+
+// KubeletMetric sums the samples of a kubelet metric whose labels contain
+// every given label="value" pair.
+func (n *Node) KubeletMetric(ctx context.Context, name string, labels ...string) (float64, error) {
+	body, err := n.readOnly(ctx, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	found := false
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		var v float64
+		if _, err := fmt.Sscan(f[len(f)-1], &v); err == nil {
+			sum += v
+			found = true
+		}
+	}
+	if !found {
+		return 0, nil
+	}
+	return sum, nil
+}
+
+// ---- CRI ----
+
+// Crictl runs crictl against the node's containerd.
+func (n *Node) Crictl(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ep := "unix://" + n.ContainerdSocket
+	full := append([]string{"--runtime-endpoint", ep, "--image-endpoint", ep, "--timeout", "20s"}, args...)
+	cmd := exec.CommandContext(ctx, n.suite.Tools.Crictl, full...)
+	cmd.Env = append(os.Environ(), "CRI_CONFIG_FILE=/dev/null")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String() + stderr.String(), fmt.Errorf("crictl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String() + stderr.String(), nil
+}
+
+// Ctr runs ctr against the node's containerd.
+func (n *Node) Ctr(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, n.suite.Tools.Ctr, append([]string{"--address", n.ContainerdSocket}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ctr %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+func (n *Node) sandboxIDs(ctx context.Context) ([]string, error) {
+	out, err := n.Crictl(ctx, "pods", "-q")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(out), nil
+}
+
+// Container is one CRI container of a pod.
+type Container struct {
+	ID      string
+	Attempt int
+	State   string
+	Created int64
+	PodID   string
+	Name    string
+	PodName string
+}
+
+// PodContainer returns the newest container of the pod's main container.
+func (n *Node) PodContainer(ctx context.Context, podName string) (*Container, error) {
+	full := podName + "-" + NodeName
+	out, err := n.Crictl(ctx, "ps", "-a", "-o", "json", "--label", "io.kubernetes.pod.name="+full, "--label", "io.kubernetes.container.name="+ContainerName)
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Containers []struct {
+			ID           string `json:"id"`
+			PodSandboxID string `json:"podSandboxId"`
+			Metadata     struct {
+				Name    string `json:"name"`
+				Attempt int    `json:"attempt"`
+			} `json:"metadata"`
+			State     string `json:"state"`
+			CreatedAt string `json:"createdAt"`
+		} `json:"containers"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		return nil, fmt.Errorf("parse crictl ps: %w", err)
+	}
+	if len(list.Containers) == 0 {
+		return nil, fmt.Errorf("pod %s: %w", podName, ErrNoContainer)
+	}
+	var cs []Container
+	for _, c := range list.Containers {
+		var created int64
+		fmt.Sscan(c.CreatedAt, &created)
+		cs = append(cs, Container{ID: c.ID, Attempt: c.Metadata.Attempt, State: c.State, Created: created, PodID: c.PodSandboxID, Name: c.Metadata.Name, PodName: full})
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Created > cs[j].Created })
+	return &cs[0], nil
+}
+
+// ErrNoContainer means the pod has no container (yet).
+var ErrNoContainer = errors.New("no container")
+
+// Logs returns the container's output.
+func (n *Node) Logs(ctx context.Context, containerID string) (string, error) {
+	return n.Crictl(ctx, "logs", containerID)
+}
+
+// WaitOutput waits until the pod's container printed a line containing
+// marker, and returns its whole output.
+func (n *Node) WaitOutput(ctx context.Context, podName, marker string, timeout time.Duration) (string, error) {
+	var out string
+	err := poll(ctx, timeout, func() (bool, error) {
+		c, err := n.PodContainer(ctx, podName)
+		if err != nil {
+			return false, nil
+		}
+		o, err := n.Logs(ctx, c.ID)
+		if err != nil {
+			return false, nil
+		}
+		out = o
+		return strings.Contains(o, marker), nil
+	})
+	if err != nil {
+		status := ""
+		if pods, perr := n.Pods(ctx); perr == nil {
+			status = pods[podName+"-"+NodeName].Describe()
+		}
+		return out, fmt.Errorf("pod %s: no %q in output: %w (output %q; status %s)", podName, marker, err, out, status)
+	}
+	return out, nil
+}
+
+// Exec runs a command in a running container and returns its output.
+func (n *Node) Exec(ctx context.Context, containerID string, cmd ...string) (string, error) {
+	return n.Crictl(ctx, append([]string{"exec", containerID}, cmd...)...)
+}
+
+// ContainerSpec is the part of a container's OCI spec and CRI config the
+// scenarios check.
+type ContainerSpec struct {
+	// CDIDevices are the CDI names the kubelet passed in the CRI config.
+	CDIDevices []string
+	// Devices are the OCI spec's linux.devices.
+	Devices []OCIDevice
+	// Rules are the OCI spec's linux.resources.devices.
+	Rules []OCIDeviceRule
+	// Annotations are the OCI spec's annotations.
+	Annotations map[string]string
+	// Raw is crictl inspect's output.
+	Raw string
+}
+
+// OCIDevice is one entry of linux.devices.
+type OCIDevice struct {
+	Path  string `json:"path"`
+	Type  string `json:"type"`
+	Major int64  `json:"major"`
+	Minor int64  `json:"minor"`
+	UID   *int64 `json:"uid"`
+	GID   *int64 `json:"gid"`
+}
+
+// OCIDeviceRule is one entry of linux.resources.devices.
+type OCIDeviceRule struct {
+	Allow  bool   `json:"allow"`
+	Type   string `json:"type"`
+	Major  *int64 `json:"major"`
+	Minor  *int64 `json:"minor"`
+	Access string `json:"access"`
+}
+
+// Inspect reads a container's spec through crictl inspect.
+func (n *Node) Inspect(ctx context.Context, containerID string) (*ContainerSpec, error) {
+	out, err := n.Crictl(ctx, "inspect", "-o", "json", containerID)
+	if err != nil {
+		return nil, err
+	}
+	var raw struct {
+		Info struct {
+			Config struct {
+				CDIDevices []struct {
+					Name string `json:"name"`
+				} `json:"CDI_devices"`
+			} `json:"config"`
+			RuntimeSpec struct {
+				Annotations map[string]string `json:"annotations"`
+				Linux       struct {
+					Devices   []OCIDevice `json:"devices"`
+					Resources struct {
+						Devices []OCIDeviceRule `json:"devices"`
+					} `json:"resources"`
+				} `json:"linux"`
+			} `json:"runtimeSpec"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		return nil, fmt.Errorf("parse crictl inspect %s: %w", containerID, err)
+	}
+	s := &ContainerSpec{
+		Devices:     raw.Info.RuntimeSpec.Linux.Devices,
+		Rules:       raw.Info.RuntimeSpec.Linux.Resources.Devices,
+		Annotations: raw.Info.RuntimeSpec.Annotations,
+		Raw:         out,
+	}
+	for _, d := range raw.Info.Config.CDIDevices {
+		s.CDIDevices = append(s.CDIDevices, d.Name)
+	}
+	return s, nil
+}
+
+// DevicesAt returns the spec's linux.devices entries with this path.
+func (s *ContainerSpec) DevicesAt(path string) []OCIDevice {
+	var out []OCIDevice
+	for _, d := range s.Devices {
+		if d.Path == path {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// AllowRules returns the allow rules for a char device major:minor.
+func (s *ContainerSpec) AllowRules(major, minor int64) []OCIDeviceRule {
+	var out []OCIDeviceRule
+	for _, r := range s.Rules {
+		if r.Allow && r.Type == "c" && r.Major != nil && *r.Major == major && r.Minor != nil && *r.Minor == minor {
+			out = append(out, r)
+		}
+	}
+	return out
+}

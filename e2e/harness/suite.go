@@ -1,0 +1,172 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// Logger receives the harness's progress lines; *testing.T is one.
+type Logger interface {
+	Logf(format string, args ...any)
+}
+
+// Suite holds what all nodes of one process share: the machine lock, the
+// tools, the product binaries, the helper binaries and the images.
+type Suite struct {
+	Tools   Tools
+	Product Product
+	// WorkDir holds one directory per node.
+	WorkDir string
+	// OOMClamp is true when the host refuses a negative oom_score_adj and
+	// runc runs behind the clamp wrapper.
+	OOMClamp bool
+
+	log      Logger
+	lock     *Lock
+	e2eRoot  string
+	assetDir string
+	clampBin string
+	images   []image
+
+	mu        sync.Mutex
+	nodes     map[*Node]bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewSuite checks that the process is root, takes the machine lock,
+// cleans up after an earlier run that died, probes the host and builds the
+// images. Close releases it all.
+func NewSuite(ctx context.Context, log Logger) (s *Suite, err error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the e2e harness must run as root: it runs containerd, runc and the kubelet")
+	}
+	tools, err := FindTools()
+	if err != nil {
+		return nil, err
+	}
+	product, err := FindProduct()
+	if err != nil {
+		return nil, err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	s = &Suite{
+		Tools:   tools,
+		Product: product,
+		WorkDir: envOr(EnvWorkDir, DefaultWorkDir),
+		log:     log,
+		e2eRoot: filepath.Join(root, "e2e"),
+		nodes:   map[*Node]bool{},
+	}
+	lock, err := AcquireLock(ctx, LockPath)
+	if err != nil {
+		return nil, err
+	}
+	s.lock = lock
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if err := reapStale(log, s.WorkDir); err != nil {
+		return nil, fmt.Errorf("clean up an earlier run: %w", err)
+	}
+	if err := os.MkdirAll(s.WorkDir, 0o755); err != nil {
+		return nil, err
+	}
+	s.assetDir, err = os.MkdirTemp("", "dri-cdi-e2e-assets-")
+	if err != nil {
+		return nil, err
+	}
+	s.OOMClamp = !negativeOOMScoreAdjAllowed()
+	if s.OOMClamp {
+		log.Logf("host refuses a negative oom_score_adj: runc runs behind the oom_score_adj clamp")
+		s.clampBin = filepath.Join(s.assetDir, "runc-oom-clamp")
+		if err := goBuild(s.e2eRoot, "./cmd/runc-oom-clamp", s.clampBin, false); err != nil {
+			return nil, err
+		}
+	}
+	s.images, err = buildImages(s.e2eRoot, s.assetDir)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// negativeOOMScoreAdjAllowed probes in a child process whether this host
+// lets a process lower its oom_score_adj, as runc does for pod sandboxes.
+func negativeOOMScoreAdjAllowed() bool {
+	cmd := exec.Command("/bin/sh", "-c", "echo -998 > /proc/self/oom_score_adj")
+	return cmd.Run() == nil
+}
+
+// Close stops every node still running and releases the lock. Like
+// Node.Close it may be called more than once.
+func (s *Suite) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Suite) close() error {
+	var errs []error
+	s.mu.Lock()
+	nodes := make([]*Node, 0, len(s.nodes))
+	for n := range s.nodes {
+		nodes = append(nodes, n)
+	}
+	s.mu.Unlock()
+	for _, n := range nodes {
+		errs = append(errs, n.Close())
+	}
+	if s.assetDir != "" {
+		errs = append(errs, os.RemoveAll(s.assetDir))
+	}
+	// The work dir goes when no node dir is left in it.
+	_ = os.Remove(s.WorkDir)
+	errs = append(errs, s.lock.Release())
+	return errors.Join(errs...)
+}
+
+// InstallSignalHandler tears the suite down on SIGINT, SIGTERM or SIGHUP
+// and exits with status 130, so an interrupted run leaves nothing behind.
+// The returned function removes the handler.
+func (s *Suite) InstallSignalHandler() (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			fmt.Fprintf(os.Stderr, "e2e: %v: tearing down\n", sig)
+			if err := s.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "e2e: teardown: %v\n", err)
+			}
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}
+
+func (s *Suite) track(n *Node, live bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if live {
+		s.nodes[n] = true
+	} else {
+		delete(s.nodes, n)
+	}
+}
