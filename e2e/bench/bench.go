@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dri-cdi/dri-cdi/e2e/harness"
+)
+
+// Config is what one run measures and where.
+type Config struct {
+	// Out is the JSON file written; "" is _output/bench.json in the
+	// repository.
+	Out string
+	// Dir is the base directory for fake trees and spec files; a tmpfs
+	// (/dev/shm) like the /sys and /var/run/cdi they stand for.
+	Dir string
+	// BinDir holds dri-cdi-agent and dri-cdi-nri; "" is bin/ in the
+	// repository.
+	BinDir string
+	// Containers is the number of containers per arm of each container
+	// comparison; Block is how many of them run before the NRI plugin is
+	// connected or disconnected.
+	Containers, Block int
+	// Repetitions of the other measurements.
+	handlerCalls, podResourcesCalls, allocateCalls int
+	scanReps16, scanReps128, hotplugReps           int
+	// SkipContainerd leaves out the measurements through containerd.
+	SkipContainerd bool
+}
+
+// DefaultConfig is a full run.
+func DefaultConfig() Config {
+	return Config{
+		Dir:        "/dev/shm",
+		Containers: 200, Block: 20,
+		handlerCalls: 20000, podResourcesCalls: 5000, allocateCalls: 3000,
+		scanReps16: 300, scanReps128: 60, hotplugReps: 40,
+	}
+}
+
+// Scale multiplies every repetition count by f (at least 1 of each, and
+// containers stay a multiple of the block), for quick trial runs.
+func (c *Config) Scale(f float64) {
+	s := func(n int) int { return max(1, int(float64(n)*f)) }
+	c.handlerCalls, c.podResourcesCalls, c.allocateCalls = s(c.handlerCalls), s(c.podResourcesCalls), s(c.allocateCalls)
+	c.scanReps16, c.scanReps128, c.hotplugReps = s(c.scanReps16), s(c.scanReps128), s(c.hotplugReps)
+	c.Containers = s(c.Containers)
+	c.Block = min(c.Block, c.Containers)
+	c.Containers = (c.Containers + c.Block - 1) / c.Block * c.Block
+}
+
+// resolve makes the paths absolute, filling in the repository defaults.
+func (c *Config) resolve() error {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if c.Out == "" {
+		c.Out = filepath.Join(root, "_output", "bench.json")
+	}
+	if c.BinDir == "" {
+		c.BinDir = filepath.Join(root, "bin")
+	}
+	for _, p := range []*string{&c.Out, &c.BinDir, &c.Dir} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bench is one run.
+type bench struct {
+	cfg    Config
+	report *Report
+	tmp    string
+}
+
+// logf prints a progress line on stderr.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// Logf makes logf a harness.Logger.
+type stderrLogger struct{}
+
+func (stderrLogger) Logf(format string, args ...any) { logf(format, args...) }
+
+// Run measures everything, in this order: in process, the binaries
+// against a fake kubelet, then the container path through containerd. A
+// measurement that fails is recorded and the others still run.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("bench must run as root: the fake DRM trees need real char device nodes (mknod), and containerd runs containers")
+	}
+	b := &bench{cfg: cfg, report: NewReport()}
+	p := &b.report.Params
+	p.Machine = ReadMachine()
+	p.Started = time.Now().UTC().Format(time.RFC3339)
+	p.Repetitions = map[string]int{}
+	p.Dirs = map[string]string{}
+	p.Versions = map[string]string{}
+	if la, err := LoadAvg(); err == nil {
+		p.LoadAvgBefore = la
+	}
+	start := time.Now()
+	tmp, err := os.MkdirTemp(cfg.Dir, "dri-cdi-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	b.tmp = tmp
+	p.Dirs["fake trees and spec files"] = fmt.Sprintf("%s (%s)", cfg.Dir, FSType(tmp))
+
+	// The harness suite comes first: it holds the machine lock for the
+	// whole run.
+	const containerStep = "container path through containerd"
+	var suite *harness.Suite
+	if cfg.SkipContainerd {
+		p.Notes = append(p.Notes, "the container path through containerd was skipped (-skip-containerd)")
+	} else if suite, err = b.newSuite(ctx); err != nil {
+		b.report.Fail(containerStep, err)
+	} else {
+		stopSignals := suite.InstallSignalHandler()
+		defer stopSignals()
+		defer func() {
+			if err := suite.Close(); err != nil {
+				logf("teardown: %v", err)
+			}
+		}()
+	}
+	b.step("in-process measurements", b.inProcess)
+	b.step("dri-cdi-agent with a fake kubelet", b.agentBinary)
+	if suite != nil {
+		b.step(containerStep, func() error { return b.containerPath(ctx, suite) })
+	}
+
+	if la, err := LoadAvg(); err == nil {
+		p.LoadAvgAfter = la
+	}
+	p.DurationS = time.Since(start).Round(time.Second).Seconds()
+	return b.report, nil
+}
+
+func (b *bench) step(name string, f func() error) {
+	logf("== %s", name)
+	start := time.Now()
+	la, _ := LoadAvg()
+	err := f()
+	b.report.Params.Steps = append(b.report.Params.Steps, Step{
+		Name: name, DurationS: time.Since(start).Round(100 * time.Millisecond).Seconds(), LoadAvgBefore: la})
+	if err != nil {
+		logf("%s failed: %v", name, err)
+		b.report.Fail(name, err)
+		return
+	}
+	logf("%s took %v", name, time.Since(start).Round(time.Millisecond))
+}
+
+func (b *bench) inProcess() error {
+	dir := filepath.Join(b.tmp, "inproc")
+	n, err := newNode16(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range []func() error{
+		func() error { return b.measureHandler(n) },
+		func() error { return b.measurePodResources(n) },
+		func() error { return b.measureScanWrite(dir, 16, b.cfg.scanReps16) },
+		func() error { return b.measureScanWrite(dir, 128, b.cfg.scanReps128) },
+	} {
+		errs = append(errs, f())
+	}
+	return errors.Join(errs...)
+}
+
+// setSample records a key whose value is the median or p99 (stat) of a
+// sample of durations, in unit.
+func (b *bench) setSample(key string, unit time.Duration, ds []time.Duration, stat, note string) error {
+	sum, err := Summarize(In(unit, ds))
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	v := sum.Median
+	if stat == "p99" {
+		v = sum.P99
+	}
+	b.report.Set(key, Result{Value: v, Unit: unitName(unit), Stat: stat, Sample: &sum, Note: note})
+	b.report.Params.Repetitions[key] = sum.N
+	logf("%s = %.4g %s (median %.4g, p99 %.4g, n %d)", key, v, unitName(unit), sum.Median, sum.P99, sum.N)
+	return nil
+}
+
+func unitName(d time.Duration) string {
+	switch d {
+	case time.Microsecond:
+		return "us"
+	case time.Millisecond:
+		return "ms"
+	case time.Second:
+		return "s"
+	default:
+		return d.String()
+	}
+}

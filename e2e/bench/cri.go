@@ -1,0 +1,431 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/e2e/harness"
+	"github.com/dri-cdi/dri-cdi/pkg/alloc"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
+)
+
+// Arms of the container comparisons.
+const (
+	armPlainOn  = "plain, dri-cdi-nri connected"
+	armPlainOff = "plain, dri-cdi-nri disconnected"
+	armCDIOn    = "GPU by runtime CDI (cdi-cri), dri-cdi-nri connected"
+	armCDIOff   = "GPU by runtime CDI (cdi-cri), dri-cdi-nri disconnected"
+	armNRI      = "GPU by dri-cdi-nri (nri delivery)"
+)
+
+const benchNamespace = "bench"
+
+// arm is one kind of container measured through CRI.
+type arm struct {
+	name    string
+	sandbox string // pod sandbox ID
+	pod     *runtimeapi.PodSandboxConfig
+	// cdi names the CDI device the kubelet would pass (cdi-cri delivery).
+	cdi string
+	// annotations are what Allocate returned (the allocation annotation).
+	annotations map[string]string
+	// devicePath is the node the container must have, "" for none.
+	devicePath string
+	times      []time.Duration
+	attempt    uint32
+}
+
+// crirun is the container path through one real containerd.
+type crirun struct {
+	node    *harness.Node
+	rt      runtimeapi.RuntimeServiceClient
+	card    drm.Card
+	arms    map[string]*arm
+	created int
+}
+
+// newSuite sets up the e2e harness: it waits for the machine-wide lock
+// (one harness node per machine, which also keeps an e2e run from loading
+// the machine during the whole bench), checks the tools and builds the
+// images.
+func (b *bench) newSuite(ctx context.Context) (*harness.Suite, error) {
+	os.Setenv(harness.EnvProductBin, b.cfg.BinDir)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	logf("waiting for the e2e machine lock %s", harness.LockPath)
+	return harness.NewSuite(ctx, stderrLogger{})
+}
+
+// containerPath starts containerd (with runc) through the e2e harness and
+// times container create+start through its CRI API, with and without
+// dri-cdi-nri connected, and for GPU containers injected by the runtime's
+// CDI and by dri-cdi-nri, interleaved. The kubelet is stopped: it would
+// remove pod sandboxes it did not create. dri-cdi-nri asks a fake
+// PodResources server in this process instead.
+func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
+	prDir, err := os.MkdirTemp("", "dcb")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(prDir)
+	kubelet, err := podresourcestest.Start(filepath.Join(prDir, "kubelet.sock"))
+	if err != nil {
+		return err
+	}
+	defer kubelet.Stop()
+
+	node, err := suite.StartNode(ctx, stderrLogger{}, harness.NodeOptions{
+		Name: "bench",
+		GPUs: drmtest.Mixed(16),
+		// As deployed: info logs, metrics served.
+		NRIArgs: []string{"--pod-resources-socket=" + kubelet.Socket(), "--log-level=info", "--metrics-addr=127.0.0.1:0"},
+	})
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	node.StopKubelet()
+
+	r := &crirun{node: node, arms: map[string]*arm{}}
+	if err := r.writeSpecs(); err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient("unix://"+node.ContainerdSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	r.rt = runtimeapi.NewRuntimeServiceClient(conn)
+	b.recordVersions(ctx, r.rt, suite)
+
+	resource := config.DefaultPoolResource(r.card.Driver)
+	qname := cdi.QualifiedName(cdi.DefaultKind, r.card.ID)
+	akey, aval := alloc.Annotation(resource, []string{r.card.ID})
+	render := r.card.RenderNode.Path
+	for _, a := range []*arm{
+		{name: armPlainOn}, {name: armPlainOff},
+		{name: armCDIOn, cdi: qname, annotations: map[string]string{akey: aval}, devicePath: render},
+		{name: armCDIOff, cdi: qname, annotations: map[string]string{akey: aval}, devicePath: render},
+		{name: armNRI, annotations: map[string]string{akey: aval}, devicePath: render},
+	} {
+		podName := fmt.Sprintf("bench-%d", len(r.arms))
+		if a.devicePath != "" {
+			kubelet.SetPod(benchNamespace, podName, map[string]podresourcestest.Container{"main": {resource: {r.card.ID}}})
+		}
+		if err := r.runSandbox(ctx, a, podName); err != nil {
+			return err
+		}
+		r.arms[a.name] = a
+	}
+	defer r.removeSandboxes()
+
+	if err := r.measure(ctx, b.cfg); err != nil {
+		return err
+	}
+	var errs []error
+	for _, k := range []struct{ key, a, b, note string }{
+		{"nri_create_ratio", armPlainOn, armPlainOff,
+			"CRI CreateContainer+StartContainer of a plain busybox container, dri-cdi-nri connected vs not; interleaved blocks"},
+		{"nri_cdi_vs_nri_ratio", armCDIOn, armNRI,
+			"GPU container (1 card): CDI name injected by containerd's CDI, dri-cdi-nri verifying, vs allocation annotation only, nodes injected by dri-cdi-nri; interleaved"},
+		{"nri_verify_cdi_ratio", armCDIOn, armCDIOff,
+			"CDI-injected GPU container with dri-cdi-nri connected (it confirms the allocation with PodResources) vs not"},
+	} {
+		errs = append(errs, b.setRatio(k.key, r.arms[k.a], r.arms[k.b], k.note))
+	}
+	pid := node.NRIPid()
+	if pid == 0 {
+		return errors.Join(append(errs, errors.New("dri-cdi-nri is not running after the container runs"))...)
+	}
+	rss, err := steadyRSS(pid, 2*time.Second, 500*time.Millisecond, 5)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	errs = append(errs, b.setRSS("nri_rss_mb", rss, fmt.Sprintf(
+		"dri-cdi-nri connected to containerd, specs of 16 cards loaded, after %d containers; median of 5 samples 0.5 s apart, 2 s after the load", r.created)))
+	return errors.Join(errs...)
+}
+
+// setRatio records the ratio of the medians of two arms, with both arms'
+// samples in ms.
+func (b *bench) setRatio(key string, num, den *arm, note string) error {
+	a, err := Summarize(In(time.Millisecond, num.times))
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", key, num.name, err)
+	}
+	d, err := Summarize(In(time.Millisecond, den.times))
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", key, den.name, err)
+	}
+	ratio, err := Ratio(a, d)
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	b.report.Set(key, Result{Value: ratio, Unit: "ratio", Stat: "median ratio", Note: note,
+		Parts: map[string]Summary{num.name + " (ms)": a, den.name + " (ms)": d}})
+	b.report.Params.Repetitions[key] = min(a.N, d.N)
+	logf("%s = %.4f (%s: median %.2f ms, p99 %.2f ms, n %d; %s: median %.2f ms, p99 %.2f ms, n %d)",
+		key, ratio, num.name, a.Median, a.P99, a.N, den.name, d.Median, d.P99, d.N)
+	return nil
+}
+
+func (b *bench) recordVersions(ctx context.Context, rt runtimeapi.RuntimeServiceClient, suite *harness.Suite) {
+	v := b.report.Params.Versions
+	if resp, err := rt.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
+		v["runtime"] = resp.GetRuntimeName() + " " + resp.GetRuntimeVersion()
+		v["cri"] = resp.GetRuntimeApiVersion()
+	}
+	if out, err := exec.Command(suite.Tools.Runc, "--version").Output(); err == nil {
+		v["runc"] = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
+	}
+	if suite.OOMClamp {
+		b.report.Params.Notes = append(b.report.Params.Notes,
+			"runc ran behind the harness's oom_score_adj clamp wrapper (this host refuses negative values), in every arm")
+	}
+}
+
+// writeSpecs writes the CDI specs of the node's cards into the directory
+// containerd and dri-cdi-nri read, as the agent would.
+func (r *crirun) writeSpecs() error {
+	inv, err := discoverN(r.node.Tree.Roots(), 16)
+	if err != nil {
+		return err
+	}
+	w, err := cdi.NewWriter(r.node.CDIDir, cdi.DefaultKind)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Sync(inv.Cards); err != nil {
+		return err
+	}
+	r.card = inv.Cards[0]
+	if r.card.RenderNode == nil {
+		return fmt.Errorf("card %s has no render node", r.card.ID)
+	}
+	return nil
+}
+
+func (r *crirun) runSandbox(ctx context.Context, a *arm, name string) error {
+	a.pod = &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: benchNamespace, Uid: "uid-" + name},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			// Below the node's cgroup root, so teardown finds every process.
+			CgroupParent: "/" + r.node.CgroupRoot() + "/bench",
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+			},
+		},
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	resp, err := r.rt.RunPodSandbox(cctx, &runtimeapi.RunPodSandboxRequest{Config: a.pod})
+	if err != nil {
+		return fmt.Errorf("run pod sandbox %s: %w", name, err)
+	}
+	a.sandbox = resp.GetPodSandboxId()
+	return nil
+}
+
+func (r *crirun) removeSandboxes() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, a := range r.arms {
+		if a.sandbox == "" {
+			continue
+		}
+		_, _ = r.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: a.sandbox})
+		_, _ = r.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: a.sandbox})
+	}
+}
+
+// measure runs the arms in blocks: with dri-cdi-nri connected, the plain,
+// CDI and NRI arms; disconnected, the plain and CDI arms. Blocks follow
+// an ABBA order and the arms rotate within a block, so drift in the
+// machine's load falls on every arm alike.
+func (r *crirun) measure(ctx context.Context, cfg Config) error {
+	blocks := (cfg.Containers + cfg.Block - 1) / cfg.Block
+	connected := false
+	setNRI := func(on bool) error {
+		if on == connected {
+			return nil
+		}
+		connected = on
+		if on {
+			return r.node.StartNRI(ctx)
+		}
+		r.node.StopNRI()
+		if r.node.NRIPid() != 0 {
+			return errors.New("dri-cdi-nri still running after stop")
+		}
+		return nil
+	}
+	// Warm up every arm: the first containers pay for snapshots and caches.
+	for _, on := range []bool{true, false} {
+		if err := setNRI(on); err != nil {
+			return err
+		}
+		for _, a := range r.armsOf(on) {
+			for range 5 {
+				if _, err := r.once(ctx, a); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	start := time.Now()
+	for bi := range 2 * blocks {
+		on := bi%4 == 0 || bi%4 == 3
+		if err := setNRI(on); err != nil {
+			return err
+		}
+		arms := r.armsOf(on)
+		for i := range cfg.Block {
+			for j := range arms {
+				a := arms[(i+j)%len(arms)]
+				d, err := r.once(ctx, a)
+				if err != nil {
+					return err
+				}
+				a.times = append(a.times, d)
+			}
+		}
+		logf("containers: block %d/%d (dri-cdi-nri %s) done, %d containers in %v", bi+1, 2*blocks,
+			map[bool]string{true: "connected", false: "disconnected"}[on], r.created, time.Since(start).Round(time.Second))
+	}
+	// End connected, for the plugin's memory after the load.
+	return setNRI(true)
+}
+
+func (r *crirun) armsOf(connected bool) []*arm {
+	if connected {
+		return []*arm{r.arms[armPlainOn], r.arms[armCDIOn], r.arms[armNRI]}
+	}
+	return []*arm{r.arms[armPlainOff], r.arms[armCDIOff]}
+}
+
+// once creates and starts one container of an arm and returns how long
+// CreateContainer + StartContainer took. Then, untimed, it checks the
+// container's OCI spec for the arm's device node and removes it.
+func (r *crirun) once(ctx context.Context, a *arm) (time.Duration, error) {
+	a.attempt++
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: "main", Attempt: a.attempt},
+		Image:       &runtimeapi.ImageSpec{Image: harness.BusyboxImage},
+		Command:     []string{"/bin/sleep", "3600"},
+		Annotations: a.annotations,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+				RunAsUser:        &runtimeapi.Int64Value{Value: 1000},
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+			},
+		},
+	}
+	if a.cdi != "" {
+		cfg.CDIDevices = []*runtimeapi.CDIDevice{{Name: a.cdi}}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cr, err := r.rt.CreateContainer(cctx, &runtimeapi.CreateContainerRequest{PodSandboxId: a.sandbox, Config: cfg, SandboxConfig: a.pod})
+	if err != nil {
+		return 0, fmt.Errorf("%s: create container: %w", a.name, err)
+	}
+	id := cr.GetContainerId()
+	_, err = r.rt.StartContainer(cctx, &runtimeapi.StartContainerRequest{ContainerId: id})
+	d := time.Since(start)
+	r.created++
+	if err == nil {
+		err = r.checkDevices(cctx, a, id)
+	} else {
+		err = fmt.Errorf("%s: start container: %w", a.name, err)
+	}
+	_, serr := r.rt.StopContainer(cctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 0})
+	_, rerr := r.rt.RemoveContainer(cctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+	if err := errors.Join(err, serr, rerr); err != nil {
+		return 0, err
+	}
+	return d, nil
+}
+
+// ociSpec is the part of the runtime spec checked.
+type ociSpec struct {
+	Linux struct {
+		Devices []struct {
+			Path  string `json:"path"`
+			Major int64  `json:"major"`
+			Minor int64  `json:"minor"`
+		} `json:"devices"`
+		Resources struct {
+			Devices []struct {
+				Allow  bool   `json:"allow"`
+				Type   string `json:"type"`
+				Major  *int64 `json:"major"`
+				Minor  *int64 `json:"minor"`
+				Access string `json:"access"`
+			} `json:"devices"`
+		} `json:"resources"`
+	} `json:"linux"`
+}
+
+// checkDevices makes sure the container got exactly what its arm is
+// about: the card's render node once, with an allow rule, or no DRM node
+// at all. A run whose GPU containers got no device would compare nothing.
+func (r *crirun) checkDevices(ctx context.Context, a *arm, id string) error {
+	st, err := r.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		return fmt.Errorf("%s: container status: %w", a.name, err)
+	}
+	var info struct {
+		RuntimeSpec ociSpec `json:"runtimeSpec"`
+	}
+	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil {
+		return fmt.Errorf("%s: parse container info: %w", a.name, err)
+	}
+	spec := info.RuntimeSpec
+	var dri []string
+	var major, minor int64
+	for _, d := range spec.Linux.Devices {
+		if strings.HasPrefix(d.Path, "/dev/dri/") {
+			dri = append(dri, d.Path)
+			if d.Path == a.devicePath {
+				major, minor = d.Major, d.Minor
+			}
+		}
+	}
+	if a.devicePath == "" {
+		if len(dri) > 0 {
+			return fmt.Errorf("%s: plain container got DRM nodes %v", a.name, dri)
+		}
+		return nil
+	}
+	count := 0
+	for _, p := range dri {
+		if p == a.devicePath {
+			count++
+		}
+	}
+	if count != 1 {
+		return fmt.Errorf("%s: container has %s %d times in linux.devices (DRM nodes %v), want once", a.name, a.devicePath, count, dri)
+	}
+	for _, rule := range spec.Linux.Resources.Devices {
+		if rule.Allow && rule.Type == "c" && rule.Major != nil && *rule.Major == major && rule.Minor != nil && *rule.Minor == minor {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: no cgroup allow rule for %s (c %d:%d)", a.name, a.devicePath, major, minor)
+}

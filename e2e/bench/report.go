@@ -1,0 +1,235 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Goal is the target of one key.
+type Goal struct {
+	// Op is "<", "<=", or "~" (Value ± Tolerance); "" means no goal.
+	Op        string
+	Value     float64
+	Tolerance float64
+}
+
+// Met reports whether v meets the goal; a key without a goal always does.
+func (g Goal) Met(v float64) bool {
+	switch g.Op {
+	case "<":
+		return v < g.Value
+	case "<=":
+		return v <= g.Value
+	case "~":
+		return math.Abs(v-g.Value) <= g.Tolerance
+	default:
+		return true
+	}
+}
+
+func (g Goal) String() string {
+	switch g.Op {
+	case "":
+		return "-"
+	case "~":
+		return fmt.Sprintf("%g ± %g", g.Value, g.Tolerance)
+	default:
+		return fmt.Sprintf("%s %g", g.Op, g.Value)
+	}
+}
+
+// KeySpec describes one key of bench.json.
+type KeySpec struct {
+	Name string
+	// Unit of the value: ratio, us, ms or MB.
+	Unit string
+	// Stat says which statistic the value is.
+	Stat string
+	Goal Goal
+}
+
+// Keys are the keys every complete run reports, in table order.
+var Keys = []KeySpec{
+	{Name: "nri_create_ratio", Unit: "ratio", Stat: "median with / without dri-cdi-nri", Goal: Goal{Op: "<=", Value: 1.03}},
+	{Name: "nri_cdi_vs_nri_ratio", Unit: "ratio", Stat: "median runtime CDI / dri-cdi-nri", Goal: Goal{Op: "~", Value: 1, Tolerance: 0.05}},
+	{Name: "nri_handler_p99_us_plain", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 50}},
+	{Name: "nri_handler_p99_us_gpu", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 500}},
+	{Name: "podresources_p99_us", Unit: "us", Stat: "p99"},
+	{Name: "allocate_p99_us", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 1000}},
+	{Name: "scan_write_ms_16", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 20}},
+	{Name: "scan_write_ms_128", Unit: "ms", Stat: "median"},
+	{Name: "hotplug_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 250}},
+	{Name: "agent_rss_mb", Unit: "MB", Stat: "VmRSS", Goal: Goal{Op: "<", Value: 25}},
+	{Name: "nri_rss_mb", Unit: "MB", Stat: "VmRSS", Goal: Goal{Op: "<", Value: 25}},
+}
+
+// Result is one measured key.
+type Result struct {
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	Stat  string  `json:"stat"`
+	Goal  string  `json:"goal"`
+	// Status is PASS or MISS for keys with a goal, INFO otherwise.
+	Status string `json:"status"`
+	// Sample is the sample the value comes from, in Unit.
+	Sample *Summary `json:"sample,omitempty"`
+	// Parts are the samples a ratio compares, in their own units.
+	Parts map[string]Summary `json:"parts,omitempty"`
+	// Note says how the value was taken.
+	Note string `json:"note,omitempty"`
+}
+
+// Report collects the results and failures of one run.
+type Report struct {
+	Params   Params
+	results  map[string]Result
+	order    []string
+	failures []string
+}
+
+// NewReport returns an empty report.
+func NewReport() *Report { return &Report{results: map[string]Result{}} }
+
+func specOf(key string) (KeySpec, bool) {
+	for _, k := range Keys {
+		if k.Name == key {
+			return k, true
+		}
+	}
+	return KeySpec{}, false
+}
+
+// Set records a key. For keys of Keys the unit, statistic and goal come
+// from there; any other key is informational and takes them from r.
+func (r *Report) Set(key string, res Result) {
+	if spec, ok := specOf(key); ok {
+		res.Unit, res.Stat = spec.Unit, spec.Stat
+		res.Goal = spec.Goal.String()
+		res.Status = "INFO"
+		if spec.Goal.Op != "" {
+			res.Status = "MISS"
+			if spec.Goal.Met(res.Value) {
+				res.Status = "PASS"
+			}
+		}
+	} else {
+		res.Goal, res.Status = "-", "INFO"
+	}
+	if _, ok := r.results[key]; !ok {
+		r.order = append(r.order, key)
+	}
+	r.results[key] = res
+}
+
+// Get returns a recorded key.
+func (r *Report) Get(key string) (Result, bool) {
+	res, ok := r.results[key]
+	return res, ok
+}
+
+// Fail records a measurement that could not be taken.
+func (r *Report) Fail(what string, err error) {
+	r.failures = append(r.failures, fmt.Sprintf("%s: %v", what, err))
+}
+
+// Failures returns the measurement failures, plus one for every key of
+// Keys that was not measured.
+func (r *Report) Failures() []string {
+	out := append([]string(nil), r.failures...)
+	for _, k := range Keys {
+		if _, ok := r.results[k.Name]; !ok {
+			out = append(out, fmt.Sprintf("%s: not measured", k.Name))
+		}
+	}
+	return out
+}
+
+// keyOrder is Keys first, then informational keys in the order set.
+func (r *Report) keyOrder() []string {
+	var out []string
+	for _, k := range Keys {
+		if _, ok := r.results[k.Name]; ok {
+			out = append(out, k.Name)
+		}
+	}
+	for _, k := range r.order {
+		if _, ok := specOf(k); !ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes every measured key at the top level as a number,
+// next to "goals", "status", "details" (the samples behind each value),
+// "params" (machine and run parameters) and "failures".
+func (r *Report) MarshalJSON() ([]byte, error) {
+	top := map[string]any{}
+	goals, status, details := map[string]string{}, map[string]string{}, map[string]Result{}
+	for _, k := range r.keyOrder() {
+		res := r.results[k]
+		top[k] = round(res.Value, 4)
+		goals[k], status[k], details[k] = res.Goal, res.Status, res
+	}
+	top["goals"], top["status"], top["details"] = goals, status, details
+	top["params"] = r.Params
+	failures := r.Failures()
+	if failures == nil {
+		failures = []string{}
+	}
+	top["failures"] = failures
+	return json.Marshal(top)
+}
+
+// WriteTable prints one line per key: value, median and p99 of its
+// sample, goal and PASS/MISS.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tVALUE\tUNIT\tSTAT\tMEDIAN\tP99\tN\tGOAL\tRESULT")
+	for _, k := range r.keyOrder() {
+		res := r.results[k]
+		med, p99, n := "-", "-", "-"
+		if res.Sample != nil {
+			med, p99, n = num(res.Sample.Median), num(res.Sample.P99), fmt.Sprint(res.Sample.N)
+		} else if len(res.Parts) > 0 {
+			n = partsN(res.Parts)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k, num(res.Value), res.Unit, res.Stat, med, p99, n, res.Goal, res.Status)
+	}
+	for _, k := range Keys {
+		if _, ok := r.results[k.Name]; !ok {
+			fmt.Fprintf(tw, "%s\t-\t%s\t%s\t-\t-\t-\t%s\tFAIL (not measured)\n", k.Name, k.Unit, k.Stat, k.Goal)
+		}
+	}
+	return tw.Flush()
+}
+
+// partsN is "a+b" sample sizes of a ratio's parts, in name order.
+func partsN(parts map[string]Summary) string {
+	names := make([]string, 0, len(parts))
+	for n := range parts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ns := make([]string, len(names))
+	for i, n := range names {
+		ns[i] = fmt.Sprint(parts[n].N)
+	}
+	return strings.Join(ns, "+")
+}
+
+// num prints a value with 4 significant digits.
+func num(v float64) string { return fmt.Sprintf("%.4g", v) }
+
+func round(v float64, digits int) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	scale := math.Pow(10, float64(digits-1)-math.Floor(math.Log10(math.Abs(v))))
+	return math.Round(v*scale) / scale
+}

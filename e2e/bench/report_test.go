@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestGoal(t *testing.T) {
+	tests := map[string]struct {
+		goal Goal
+		v    float64
+		met  bool
+		text string
+	}{
+		"less, met":            {goal: Goal{Op: "<", Value: 50}, v: 49.9, met: true, text: "< 50"},
+		"less, equal misses":   {goal: Goal{Op: "<", Value: 50}, v: 50, met: false, text: "< 50"},
+		"at most, equal meets": {goal: Goal{Op: "<=", Value: 1.03}, v: 1.03, met: true, text: "<= 1.03"},
+		"at most, missed":      {goal: Goal{Op: "<=", Value: 1.03}, v: 1.031, met: false, text: "<= 1.03"},
+		"about, inside":        {goal: Goal{Op: "~", Value: 1, Tolerance: 0.05}, v: 0.96, met: true, text: "1 ± 0.05"},
+		"about, above":         {goal: Goal{Op: "~", Value: 1, Tolerance: 0.05}, v: 1.06, met: false, text: "1 ± 0.05"},
+		"about, below":         {goal: Goal{Op: "~", Value: 1, Tolerance: 0.05}, v: 0.94, met: false, text: "1 ± 0.05"},
+		"none":                 {goal: Goal{}, v: 1e9, met: true, text: "-"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			require.Equal(t, tc.met, tc.goal.Met(tc.v))
+			require.Equal(t, tc.text, tc.goal.String())
+		})
+	}
+}
+
+// fullReport has every key of Keys set, two of them missing their goal,
+// plus one informational key.
+func fullReport() *Report {
+	r := NewReport()
+	r.Params = Params{Machine: Machine{NProc: 2, Kernel: "6.1"}, Repetitions: map[string]int{"nri_create_ratio": 200}}
+	for _, k := range Keys {
+		v := 1.0
+		switch k.Name {
+		case "nri_handler_p99_us_plain":
+			v = 80 // misses < 50
+		case "nri_create_ratio":
+			v = 1.2 // misses <= 1.03
+		}
+		res := Result{Value: v, Sample: &Summary{N: 300, Median: v / 2, P99: v, Min: 0.1, Max: v * 2}}
+		if k.Unit == "ratio" {
+			res = Result{Value: v, Parts: map[string]Summary{"with": {N: 200, Median: v}, "without": {N: 201, Median: 1}}}
+		}
+		r.Set(k.Name, res)
+	}
+	r.Set("hotunplug_ms", Result{Value: 12.5, Unit: "ms", Stat: "median", Sample: &Summary{N: 30, Median: 12.5, P99: 20}})
+	return r
+}
+
+func TestReportJSONShape(t *testing.T) {
+	data, err := json.Marshal(fullReport())
+	require.NoError(t, err)
+	var top map[string]any
+	require.NoError(t, json.Unmarshal(data, &top))
+
+	for _, k := range Keys {
+		v, ok := top[k.Name]
+		require.True(t, ok, "key %s missing", k.Name)
+		_, isNumber := v.(float64)
+		require.True(t, isNumber, "key %s is %T, want a number", k.Name, v)
+	}
+	require.Equal(t, 12.5, top["hotunplug_ms"])
+	for _, k := range []string{"goals", "status", "details", "params"} {
+		require.IsType(t, map[string]any{}, top[k], k)
+	}
+	require.Equal(t, []any{}, top["failures"])
+
+	status := top["status"].(map[string]any)
+	require.Equal(t, "MISS", status["nri_handler_p99_us_plain"])
+	require.Equal(t, "MISS", status["nri_create_ratio"])
+	require.Equal(t, "PASS", status["allocate_p99_us"])
+	require.Equal(t, "INFO", status["podresources_p99_us"], "no goal: informational")
+	require.Equal(t, "INFO", status["hotunplug_ms"])
+	require.Equal(t, "<= 1.03", top["goals"].(map[string]any)["nri_create_ratio"])
+
+	detail := top["details"].(map[string]any)["allocate_p99_us"].(map[string]any)
+	require.Equal(t, "us", detail["unit"])
+	require.Equal(t, "p99", detail["stat"])
+	require.Equal(t, float64(300), detail["sample"].(map[string]any)["n"])
+	params := top["params"].(map[string]any)
+	require.Equal(t, float64(2), params["machine"].(map[string]any)["nproc"])
+	require.Equal(t, float64(200), params["repetitions"].(map[string]any)["nri_create_ratio"])
+}
+
+func TestReportMissingKeysAreFailures(t *testing.T) {
+	r := NewReport()
+	r.Set("scan_write_ms_16", Result{Value: 3})
+	r.Fail("hotplug", errNoSamples)
+
+	failures := r.Failures()
+	require.Contains(t, failures, "hotplug: no samples")
+	require.Contains(t, failures, "nri_create_ratio: not measured")
+	require.NotContains(t, strings.Join(failures, "\n"), "scan_write_ms_16")
+	require.Len(t, failures, 1+len(Keys)-1)
+
+	data, err := json.Marshal(r)
+	require.NoError(t, err)
+	var top map[string]any
+	require.NoError(t, json.Unmarshal(data, &top))
+	require.NotContains(t, top, "nri_create_ratio", "an unmeasured key must not appear as a number")
+	require.Len(t, top["failures"], len(failures))
+
+	var buf bytes.Buffer
+	require.NoError(t, r.WriteTable(&buf))
+	require.Regexp(t, `(?m)^nri_create_ratio\s+-.*FAIL \(not measured\)$`, buf.String())
+	require.Regexp(t, `(?m)^scan_write_ms_16\s+3\s+ms\s+median.*PASS$`, buf.String())
+}
+
+func TestReportTable(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, fullReport().WriteTable(&buf))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 1+len(Keys)+1)
+	require.Regexp(t, `^KEY\s+VALUE\s+UNIT`, lines[0])
+	for i, k := range Keys {
+		require.True(t, strings.HasPrefix(lines[1+i], k.Name+" "), "line %d is %q, want key %s", 1+i, lines[1+i], k.Name)
+	}
+	require.Regexp(t, `^nri_create_ratio\s+1\.2\s+ratio\s.*\s200\+201\s+<= 1\.03\s+MISS$`, lines[1])
+	require.Regexp(t, `^nri_handler_p99_us_plain\s+80\s+us\s+p99\s+40\s+80\s+300\s+< 50\s+MISS$`, lines[3])
+	require.Regexp(t, `^hotunplug_ms\s+12\.5\s+ms\s+median\s+12\.5\s+20\s+30\s+-\s+INFO$`, lines[len(lines)-1])
+}
+
+func TestRound(t *testing.T) {
+	tests := map[string]struct{ in, want float64 }{
+		"ratio":  {1.0123456, 1.012},
+		"large":  {123456, 123500},
+		"small":  {0.00123456, 0.001235},
+		"zero":   {0, 0},
+		"negate": {-2.34567, -2.346},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			require.InDelta(t, tc.want, round(tc.in, 4), 1e-12)
+		})
+	}
+}
+
+func TestParseProcField(t *testing.T) {
+	status := "Name:\tdri-cdi-agent\nVmPeak:\t  900000 kB\nVmRSS:\t   14336 kB\nThreads:\t8\n"
+	kb, err := parseProcField(status, "VmRSS")
+	require.NoError(t, err)
+	require.Equal(t, int64(14336), kb)
+
+	_, err = parseProcField(status, "VmSwap")
+	require.ErrorContains(t, err, "no VmSwap line")
+	_, err = parseProcField("VmRSS:\tlots kB\n", "VmRSS")
+	require.ErrorContains(t, err, "VmRSS")
+	_, err = parseProcField("VmRSS:\t12 MB\n", "VmRSS")
+	require.ErrorContains(t, err, "unit")
+}
+
+func TestParseLoadAvg(t *testing.T) {
+	la, err := parseLoadAvg("0.52 1.03 2.50 3/421 12345\n")
+	require.NoError(t, err)
+	require.Equal(t, [3]float64{0.52, 1.03, 2.5}, la)
+	_, err = parseLoadAvg("0.5 1.0")
+	require.Error(t, err)
+	_, err = parseLoadAvg("a b c")
+	require.Error(t, err)
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// errNoSamples is returned when a statistic is asked of an empty sample.
+var errNoSamples = errors.New("no samples")
+
+// Summary describes one sample: its size, median, 99th percentile and
+// extremes, in the unit the sample was recorded in.
+type Summary struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	P99    float64 `json:"p99"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// Summarize computes the Summary of values. The median of an even-sized
+// sample is the mean of its two middle values; P99 is the nearest-rank
+// 99th percentile (see Percentile).
+func Summarize(values []float64) (Summary, error) {
+	if len(values) == 0 {
+		return Summary{}, errNoSamples
+	}
+	s := slices.Clone(values)
+	slices.Sort(s)
+	for _, v := range s {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return Summary{}, fmt.Errorf("sample holds %v", v)
+		}
+	}
+	return Summary{
+		N:      len(s),
+		Median: median(s),
+		P99:    Percentile(s, 99),
+		Min:    s[0],
+		Max:    s[len(s)-1],
+	}, nil
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// Percentile returns the nearest-rank p-th percentile of a sorted,
+// non-empty sample: the smallest value such that at least p percent of
+// the sample is at or below it. p is clamped to [0, 100]; p = 0 gives the
+// minimum.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	p = min(max(p, 0), 100)
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	if rank < 1 {
+		rank = 1
+	}
+	return sorted[rank-1]
+}
+
+// Ratio is the ratio of the medians of two samples, a over b.
+func Ratio(a, b Summary) (float64, error) {
+	if a.N == 0 || b.N == 0 {
+		return 0, errNoSamples
+	}
+	if b.Median <= 0 {
+		return 0, fmt.Errorf("median of the reference sample is %v", b.Median)
+	}
+	return a.Median / b.Median, nil
+}
+
+// In converts durations to float64 counts of unit (time.Microsecond gives
+// microseconds).
+func In(unit time.Duration, ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = float64(d) / float64(unit)
+	}
+	return out
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSummarize(t *testing.T) {
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64(100 - i) // 100..1, unsorted on purpose
+	}
+	thousand := make([]float64, 1000)
+	for i := range thousand {
+		thousand[i] = float64(i + 1)
+	}
+	tests := map[string]struct {
+		in   []float64
+		want Summary
+	}{
+		"one value":          {in: []float64{7}, want: Summary{N: 1, Median: 7, P99: 7, Min: 7, Max: 7}},
+		"odd count":          {in: []float64{3, 1, 2}, want: Summary{N: 3, Median: 2, P99: 3, Min: 1, Max: 3}},
+		"even count":         {in: []float64{4, 1, 3, 2}, want: Summary{N: 4, Median: 2.5, P99: 4, Min: 1, Max: 4}},
+		"hundred: p99 is 99": {in: hundred, want: Summary{N: 100, Median: 50.5, P99: 99, Min: 1, Max: 100}},
+		"thousand":           {in: thousand, want: Summary{N: 1000, Median: 500.5, P99: 990, Min: 1, Max: 1000}},
+		"one outlier in 200 does not move p99": {
+			in:   append(repeat(1, 199), 1000),
+			want: Summary{N: 200, Median: 1, P99: 1, Min: 1, Max: 1000},
+		},
+		"three outliers in 200 do": {
+			in:   append(repeat(1, 197), 1000, 1000, 1000),
+			want: Summary{N: 200, Median: 1, P99: 1000, Min: 1, Max: 1000},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := append([]float64(nil), tc.in...)
+			got, err := Summarize(tc.in)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, in, tc.in, "Summarize must not reorder its input")
+		})
+	}
+}
+
+func TestSummarizeRejects(t *testing.T) {
+	tests := map[string][]float64{
+		"empty": nil,
+		"NaN":   {1, math.NaN()},
+		"Inf":   {math.Inf(1)},
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Summarize(in)
+			require.Error(t, err)
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	s := []float64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
+	tests := map[string]struct {
+		p    float64
+		want float64
+	}{
+		"p0 is the minimum":   {p: 0, want: 10},
+		"p10":                 {p: 10, want: 10},
+		"p11 rounds up":       {p: 11, want: 20},
+		"p50":                 {p: 50, want: 50},
+		"p99":                 {p: 99, want: 100},
+		"p100 is the maximum": {p: 100, want: 100},
+		"below 0 clamps":      {p: -5, want: 10},
+		"above 100 clamps":    {p: 150, want: 100},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			require.Equal(t, tc.want, Percentile(s, tc.p))
+		})
+	}
+	require.True(t, math.IsNaN(Percentile(nil, 50)))
+}
+
+func TestRatio(t *testing.T) {
+	tests := map[string]struct {
+		a, b    Summary
+		want    float64
+		wantErr bool
+	}{
+		"medians":          {a: Summary{N: 3, Median: 103}, b: Summary{N: 5, Median: 100}, want: 1.03},
+		"empty numerator":  {a: Summary{}, b: Summary{N: 1, Median: 1}, wantErr: true},
+		"empty reference":  {a: Summary{N: 1, Median: 1}, b: Summary{}, wantErr: true},
+		"zero reference":   {a: Summary{N: 1, Median: 1}, b: Summary{N: 1, Median: 0}, wantErr: true},
+		"faster than base": {a: Summary{N: 1, Median: 90}, b: Summary{N: 1, Median: 100}, want: 0.9},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Ratio(tc.a, tc.b)
+			if tc.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.InDelta(t, tc.want, got, 1e-12)
+		})
+	}
+}
+
+func TestIn(t *testing.T) {
+	got := In(time.Microsecond, []time.Duration{1500 * time.Nanosecond, 2 * time.Millisecond})
+	require.Equal(t, []float64{1.5, 2000}, got)
+	require.Equal(t, []float64{0.25}, In(time.Millisecond, []time.Duration{250 * time.Microsecond}))
+}
+
+func repeat(v float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
