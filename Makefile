@@ -13,7 +13,7 @@ PLATFORMS := linux/amd64 linux/arm64
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build dri-cdi, dri-cdi-agent and dri-cdi-nri into bin/
@@ -63,6 +63,26 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s)
 	  for f in $$($(GO) test -list 'Fuzz.*' $$p | grep '^Fuzz'); do \
 	    echo "fuzz $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-10s} $$p || exit 1; \
 	  done; done
+
+E2E_CACHE ?= /var/cache/dri-cdi-e2e
+E2E_RUN ?= .
+E2E_TIMEOUT ?= 60m
+E2E_ENV = DRI_CDI_E2E_CACHE=$(E2E_CACHE) DRI_CDI_E2E_PRODUCT_BIN=$(CURDIR)/$(BIN)
+
+.PHONY: e2e-tools
+e2e-tools: ## Install e2e apt packages; build or reuse kubelet, containerd, runc, crictl (root)
+	DRI_CDI_E2E_CACHE=$(E2E_CACHE) e2e/tools/install.sh
+
+.PHONY: e2e
+e2e: build e2e-tools ## Real-node scenarios: kubelet, containerd, runc (root; E2E_RUN=regexp)
+	@mkdir -p $(OUT)
+	@cd e2e && set -o pipefail; \
+	$(E2E_ENV) $(GO) test -p 1 -count=1 -v -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./scenarios/ 2>&1 | tee $(CURDIR)/$(OUT)/e2e.log; \
+	rc=$$?; $(GO) run ./cmd/e2e-summary -rc $$rc $(CURDIR)/$(OUT)/e2e.log
+
+.PHONY: demo
+demo: build e2e-tools ## Show the hostPath EPERM and the dri-cdi fix on a fake-GPU node (root)
+	cd e2e && $(E2E_ENV) $(GO) run ./cmd/demo
 
 .PHONY: clean
 clean: ## Remove build output

@@ -95,9 +95,10 @@ func requireGranted(t *testing.T, res map[string]harness.ProbeResult, granted dr
 	}
 }
 
-// requireSpecHasCard checks the container's OCI spec: each node of the
-// card exactly once in linux.devices, exactly one allow rule per node,
-// and no path twice, so nothing was injected twice.
+// requireSpecHasCard checks the container's OCI spec against the card's
+// CDI spec: linux.devices holds exactly the card's device nodes (card,
+// render, by-path links), none twice, and there is one allow rule per
+// node entry, so nothing was injected twice and nothing is missing.
 func requireSpecHasCard(t *testing.T, n *harness.Node, pod string, card drmtest.GPU) *harness.ContainerSpec {
 	t.Helper()
 	ctx := context.Background()
@@ -105,21 +106,40 @@ func requireSpecHasCard(t *testing.T, n *harness.Node, pod string, card drmtest.
 	require.NoError(t, err)
 	spec, err := n.Inspect(ctx, c.ID)
 	require.NoError(t, err)
-	for _, node := range []struct {
-		path  string
-		minor int64
-	}{{harness.CardPath(card), int64(card.Card)}, {harness.RenderPath(card), int64(card.Render)}} {
-		devs := spec.DevicesAt(node.path)
-		require.Len(t, devs, 1, "linux.devices entries for %s", node.path)
-		require.Equal(t, "c", devs[0].Type)
-		require.Equal(t, int64(drmMajor), devs[0].Major)
-		require.Equal(t, node.minor, devs[0].Minor)
-		require.Len(t, spec.AllowRules(drmMajor, node.minor), 1, "allow rules for c %d:%d", drmMajor, node.minor)
+
+	want := map[string]string{}
+	specs, err := harness.ReadCDISpecs(n.CDIDir)
+	require.NoError(t, err)
+	for _, f := range specs {
+		for _, d := range f.Devices {
+			if f.Kind != cdiKind || d.Name != card.ID() {
+				continue
+			}
+			for _, dn := range d.ContainerEdits.DeviceNodes {
+				want[dn.Path] = fmt.Sprintf("%d:%d", dn.Major, dn.Minor)
+			}
+		}
 	}
-	seen := map[string]bool{}
+	require.Contains(t, want, harness.RenderPath(card), "the CDI spec of %s must list its render node", card.ID())
+	require.Contains(t, want, harness.CardPath(card), "the CDI spec of %s must list its card node", card.ID())
+
+	have := map[string]string{}
+	entries := map[string]int{}
 	for _, d := range spec.Devices {
-		require.False(t, seen[d.Path], "linux.devices lists %s twice", d.Path)
-		seen[d.Path] = true
+		if d.Major != drmMajor {
+			continue
+		}
+		require.NotContains(t, have, d.Path, "linux.devices lists %s twice", d.Path)
+		require.Equal(t, "c", d.Type, d.Path)
+		have[d.Path] = fmt.Sprintf("%d:%d", d.Major, d.Minor)
+		entries[have[d.Path]]++
+	}
+	require.Equal(t, want, have, "linux.devices must hold exactly the card's nodes")
+	for mm, count := range entries {
+		var major, minor int64
+		_, err := fmt.Sscanf(mm, "%d:%d", &major, &minor)
+		require.NoError(t, err)
+		require.Len(t, spec.AllowRules(major, minor), count, "allow rules for c %s: one per device entry", mm)
 	}
 	return spec
 }

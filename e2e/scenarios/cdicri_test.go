@@ -1,0 +1,26 @@
+package scenarios
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dri-cdi/dri-cdi/e2e/harness"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+)
+
+// TestCDICRIModeENXIO is the fix in the default mode: the agent answers
+// Allocate with the card's CDI name, containerd's CDI injects the nodes
+// and the cgroup rules, and the NRI plugin, which also sees the
+// container, adds nothing twice.
+func TestCDICRIModeENXIO(t *testing.T) {
+	cards := []drmtest.GPU{harness.IntelGPU(0)}
+	n := startNode(t, harness.NodeOptions{Name: "cdicri", GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true})
+
+	card, res := gpuPod(t, n, harness.PodSpec{Name: "gpu"}, cards)
+	requireGranted(t, res, card, cards)
+
+	spec := requireSpecHasCard(t, n, "gpu", card)
+	require.Contains(t, spec.CDIDevices, cdiName(card), "the kubelet must pass the card's CDI name to the runtime")
+	require.Positive(t, n.NRIConnections(), "the NRI plugin must be connected, or 'nothing added twice' proves nothing")
+}
