@@ -44,15 +44,6 @@ vet:
 lint: fmt-check vet ## gofmt, go vet and staticcheck
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-BENCH_FLAGS ?=
-
-.PHONY: bench
-bench: build ## Measure dri-cdi's cost side by side: table + _output/bench.json (root; BENCH_FLAGS=...)
-	DRI_CDI_E2E_CACHE=$${DRI_CDI_E2E_CACHE:-/var/cache/dri-cdi-e2e} e2e/tools/install.sh
-	@mkdir -p $(OUT)
-	cd e2e && DRI_CDI_E2E_PRODUCT_BIN=$(CURDIR)/$(BIN) $(GO) run ./bench \
-	  -bin $(CURDIR)/$(BIN) -out $(CURDIR)/$(OUT)/bench.json $(BENCH_FLAGS)
-
 .PHONY: mod-check
 mod-check: ## go mod tidy must leave go.mod and go.sum unchanged
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
@@ -83,6 +74,13 @@ e2e: build e2e-tools ## Real-node scenarios: kubelet, containerd, runc (root; E2
 .PHONY: demo
 demo: build e2e-tools ## Show the hostPath EPERM and the dri-cdi fix on a fake-GPU node (root)
 	cd e2e && $(E2E_ENV) $(GO) run ./cmd/demo
+
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: build e2e-tools ## Measure dri-cdi's cost side by side: table + _output/bench.json (root; BENCH_FLAGS=...)
+	@mkdir -p $(OUT)
+	cd e2e && $(E2E_ENV) $(GO) run ./bench -bin $(CURDIR)/$(BIN) -out $(CURDIR)/$(OUT)/bench.json $(BENCH_FLAGS)
 
 .PHONY: clean
 clean: ## Remove build output
