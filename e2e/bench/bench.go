@@ -28,6 +28,7 @@ type Config struct {
 	Containers, Block int
 	// Repetitions of the other measurements.
 	handlerCalls, podResourcesCalls, allocateCalls int
+	kubeletPodResourcesCalls                       int
 	scanReps16, scanReps128, hotplugReps           int
 	// SkipContainerd leaves out the measurements through containerd.
 	SkipContainerd bool
@@ -39,7 +40,8 @@ func DefaultConfig() Config {
 		Dir:        "/dev/shm",
 		Containers: 200, Block: 20,
 		handlerCalls: 20000, podResourcesCalls: 5000, allocateCalls: 3000,
-		scanReps16: 300, scanReps128: 60, hotplugReps: 40,
+		kubeletPodResourcesCalls: 600,
+		scanReps16:               300, scanReps128: 60, hotplugReps: 40,
 	}
 }
 
@@ -48,6 +50,7 @@ func DefaultConfig() Config {
 func (c *Config) Scale(f float64) {
 	s := func(n int) int { return max(1, int(float64(n)*f)) }
 	c.handlerCalls, c.podResourcesCalls, c.allocateCalls = s(c.handlerCalls), s(c.podResourcesCalls), s(c.allocateCalls)
+	c.kubeletPodResourcesCalls = s(c.kubeletPodResourcesCalls)
 	c.scanReps16, c.scanReps128, c.hotplugReps = s(c.scanReps16), s(c.scanReps128), s(c.hotplugReps)
 	c.Containers = s(c.Containers)
 	c.Block = min(c.Block, c.Containers)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
 
@@ -99,6 +101,10 @@ func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
 		return err
 	}
 	defer node.Close()
+	if err := b.measureKubeletPodResources(ctx, node); err != nil {
+		logf("PodResources against the kubelet: %v", err)
+		b.report.Fail("podresources_kubelet_p99_us", err)
+	}
 	node.StopKubelet()
 
 	r := &crirun{node: node, arms: map[string]*arm{}}
@@ -290,10 +296,20 @@ func (r *crirun) measure(ctx context.Context, cfg Config) error {
 	start := time.Now()
 	for bi := range 2 * blocks {
 		on := bi%4 == 0 || bi%4 == 3
+		toggled := on != connected
 		if err := setNRI(on); err != nil {
 			return err
 		}
 		arms := r.armsOf(on)
+		if toggled {
+			// A freshly started plugin dials PodResources on its first
+			// GPU container; a long-running one has that connection.
+			for _, a := range arms {
+				if _, err := r.once(ctx, a); err != nil {
+					return err
+				}
+			}
+		}
 		for i := range cfg.Block {
 			for j := range arms {
 				a := arms[(i+j)%len(arms)]
@@ -428,4 +444,58 @@ func (r *crirun) checkDevices(ctx context.Context, a *arm, id string) error {
 		}
 	}
 	return fmt.Errorf("%s: no cgroup allow rule for %s (c %d:%d)", a.name, a.devicePath, major, minor)
+}
+
+// kubeletPodResourcesInterval paces queries to a real kubelet.
+const kubeletPodResourcesInterval = 15 * time.Millisecond
+
+// measureKubeletPodResources times the same query as podresources_p99_us
+// against the node's real kubelet, for a running static pod, before the
+// kubelet is stopped. The figure is informational: the container
+// comparisons use the fake server, and podresources_p99_us stays
+// measurable without a kubelet.
+func (b *bench) measureKubeletPodResources(ctx context.Context, node *harness.Node) error {
+	pod := harness.PodSpec{Name: "bench-podresources", Script: "sleep 3600"}
+	if err := node.CreatePod(ctx, pod); err != nil {
+		return err
+	}
+	if _, err := node.WaitPod(ctx, pod.Name, 3*time.Minute, func(st harness.PodStatus) bool {
+		return len(st.Containers) > 0 && st.Containers[0].State.Running != nil
+	}); err != nil {
+		return err
+	}
+	c, err := podresources.New(node.PodResourcesSocket)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// The kubelet rate-limits the PodResources API (100 queries/s, burst
+	// 10): pace the queries below that.
+	calls := b.cfg.kubeletPodResourcesCalls
+	ds := make([]time.Duration, 0, calls)
+	tick := time.NewTicker(kubeletPodResourcesInterval)
+	defer tick.Stop()
+	runtime.GC()
+	for i := range calls + calls/10 {
+		<-tick.C
+		cctx, cancel := context.WithTimeout(ctx, podresources.DefaultTimeout)
+		start := time.Now()
+		got, err := c.ContainerDevices(cctx, "default", pod.FullName(), harness.ContainerName)
+		d := time.Since(start)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("PodResources for %s: %w", pod.FullName(), err)
+		}
+		if len(got) != 0 {
+			return fmt.Errorf("PodResources for %s: devices %v, want none", pod.FullName(), got)
+		}
+		if i >= calls/10 {
+			ds = append(ds, d)
+		}
+	}
+	if err := b.setSample("podresources_kubelet_p99_us", time.Microsecond, ds, "p99",
+		fmt.Sprintf("the podresources_p99_us query (Get) against the real kubelet of the container-path node, for a running static pod, one query every %v (the kubelet rate-limits this API)", kubeletPodResourcesInterval)); err != nil {
+		return err
+	}
+	return node.DeletePod(ctx, pod.Name)
 }

@@ -206,6 +206,42 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t-\t%s\t%s\t-\t-\t-\t%s\tFAIL (not measured)\n", k.Name, k.Unit, k.Stat, k.Goal)
 		}
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return r.writeParts(w)
+}
+
+// writeParts prints the samples the ratios compare, each once.
+func (r *Report) writeParts(w io.Writer) error {
+	seen := map[string]bool{}
+	var names []string
+	parts := map[string]Summary{}
+	for _, k := range r.keyOrder() {
+		res := r.results[k]
+		keys := make([]string, 0, len(res.Parts))
+		for name := range res.Parts {
+			keys = append(keys, name)
+		}
+		sort.Strings(keys)
+		for _, name := range keys {
+			if !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+				parts[name] = res.Parts[name]
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SAMPLE COMPARED\tMEDIAN\tP99\tMIN\tMAX\tN")
+	for _, name := range names {
+		s := parts[name]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", name, num(s.Median), num(s.P99), num(s.Min), num(s.Max), s.N)
+	}
 	return tw.Flush()
 }
 

@@ -118,7 +118,9 @@ func TestReportMissingKeysAreFailures(t *testing.T) {
 func TestReportTable(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, fullReport().WriteTable(&buf))
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	main, parts, ok := strings.Cut(buf.String(), "\n\n")
+	require.True(t, ok, "a blank line before the compared samples:\n%s", buf.String())
+	lines := strings.Split(strings.TrimSpace(main), "\n")
 	require.Len(t, lines, 1+len(Keys)+1)
 	require.Regexp(t, `^KEY\s+VALUE\s+UNIT`, lines[0])
 	for i, k := range Keys {
@@ -127,6 +129,13 @@ func TestReportTable(t *testing.T) {
 	require.Regexp(t, `^nri_create_ratio\s+1\.2\s+ratio\s.*\s200\+201\s+<= 1\.03\s+MISS$`, lines[1])
 	require.Regexp(t, `^nri_handler_p99_us_plain\s+80\s+us\s+p99\s+40\s+80\s+300\s+< 50\s+MISS$`, lines[3])
 	require.Regexp(t, `^hotunplug_ms\s+12\.5\s+ms\s+median\s+12\.5\s+20\s+30\s+-\s+INFO$`, lines[len(lines)-1])
+
+	// Both ratios share their part names: each sample is listed once.
+	partLines := strings.Split(strings.TrimSpace(parts), "\n")
+	require.Len(t, partLines, 3)
+	require.Regexp(t, `^SAMPLE COMPARED\s+MEDIAN\s+P99\s+MIN\s+MAX\s+N$`, partLines[0])
+	require.Regexp(t, `^without\s`, partLines[2])
+	require.Regexp(t, `^with\s+1\.2\s+0\s+0\s+0\s+200$`, partLines[1])
 }
 
 func TestRound(t *testing.T) {
