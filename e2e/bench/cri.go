@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,7 +35,15 @@ const (
 	armCDIOn    = "GPU by runtime CDI (cdi-cri), dri-cdi-nri connected"
 	armCDIOff   = "GPU by runtime CDI (cdi-cri), dri-cdi-nri disconnected"
 	armNRI      = "GPU by dri-cdi-nri (nri delivery)"
+	// armNRIOff is the nri-delivery container without the plugin: it
+	// carries the annotation and gets no device. It keeps the blocks alike
+	// (three containers per round with the plugin and without).
+	armNRIOff = "GPU annotation only, dri-cdi-nri disconnected (no device)"
 )
+
+// settle is the pause after a container is removed, so that containerd's
+// cleanup of one container does not run into the next one's timing.
+const settle = 20 * time.Millisecond
 
 const benchNamespace = "bench"
 
@@ -128,6 +138,7 @@ func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
 		{name: armCDIOn, cdi: qname, annotations: map[string]string{akey: aval}, devicePath: render},
 		{name: armCDIOff, cdi: qname, annotations: map[string]string{akey: aval}, devicePath: render},
 		{name: armNRI, annotations: map[string]string{akey: aval}, devicePath: render},
+		{name: armNRIOff, annotations: map[string]string{akey: aval}},
 	} {
 		podName := fmt.Sprintf("bench-%d", len(r.arms))
 		if a.devicePath != "" {
@@ -151,6 +162,8 @@ func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
 			"GPU container (1 card): CDI name injected by containerd's CDI, dri-cdi-nri verifying, vs allocation annotation only, nodes injected by dri-cdi-nri; interleaved"},
 		{"nri_verify_cdi_ratio", armCDIOn, armCDIOff,
 			"CDI-injected GPU container with dri-cdi-nri connected (it confirms the allocation with PodResources) vs not"},
+		{"nri_inject_ratio", armNRI, armNRIOff,
+			"nri-delivery GPU container: dri-cdi-nri injecting its device vs the same container without the plugin (no device)"},
 	} {
 		errs = append(errs, b.setRatio(k.key, r.arms[k.a], r.arms[k.b], k.note))
 	}
@@ -182,11 +195,18 @@ func (b *bench) setRatio(key string, num, den *arm, note string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}
+	na, nd := In(time.Millisecond, num.times), In(time.Millisecond, den.times)
+	lo, hi, err := RatioCI(na, nd, 0.95, 2000, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
 	b.report.Set(key, Result{Value: ratio, Unit: "ratio", Stat: "median ratio", Note: note,
-		Parts: map[string]Summary{num.name + " (ms)": a, den.name + " (ms)": d}})
+		Parts:   map[string]Summary{num.name + " (ms)": a, den.name + " (ms)": d},
+		CI95:    &[2]float64{round(lo, 4), round(hi, 4)},
+		Samples: map[string][]float64{num.name + " (ms)": roundAll(na), den.name + " (ms)": roundAll(nd)}})
 	b.report.Params.Repetitions[key] = min(a.N, d.N)
-	logf("%s = %.4f (%s: median %.2f ms, p99 %.2f ms, n %d; %s: median %.2f ms, p99 %.2f ms, n %d)",
-		key, ratio, num.name, a.Median, a.P99, a.N, den.name, d.Median, d.P99, d.N)
+	logf("%s = %.4f [95%% CI %.3f-%.3f] (%s: median %.2f ms, p99 %.2f ms, n %d; %s: median %.2f ms, p99 %.2f ms, n %d)",
+		key, ratio, lo, hi, num.name, a.Median, a.P99, a.N, den.name, d.Median, d.P99, d.N)
 	return nil
 }
 
@@ -260,7 +280,8 @@ func (r *crirun) removeSandboxes() {
 }
 
 // measure runs the arms in blocks: with dri-cdi-nri connected, the plain,
-// CDI and NRI arms; disconnected, the plain and CDI arms. Blocks follow
+// CDI and NRI arms; disconnected, the plain, CDI and annotation-only
+// arms. Blocks follow
 // an ABBA order and the arms rotate within a block, so drift in the
 // machine's load falls on every arm alike.
 func (r *crirun) measure(ctx context.Context, cfg Config) error {
@@ -331,7 +352,7 @@ func (r *crirun) armsOf(connected bool) []*arm {
 	if connected {
 		return []*arm{r.arms[armPlainOn], r.arms[armCDIOn], r.arms[armNRI]}
 	}
-	return []*arm{r.arms[armPlainOff], r.arms[armCDIOff]}
+	return []*arm{r.arms[armPlainOff], r.arms[armCDIOff], r.arms[armNRIOff]}
 }
 
 // once creates and starts one container of an arm and returns how long
@@ -375,6 +396,7 @@ func (r *crirun) once(ctx context.Context, a *arm) (time.Duration, error) {
 	if err := errors.Join(err, serr, rerr); err != nil {
 		return 0, err
 	}
+	time.Sleep(settle)
 	return d, nil
 }
 
@@ -498,4 +520,13 @@ func (b *bench) measureKubeletPodResources(ctx context.Context, node *harness.No
 		return err
 	}
 	return node.DeletePod(ctx, pod.Name)
+}
+
+// roundAll rounds milliseconds to microseconds, for the JSON file.
+func roundAll(ms []float64) []float64 {
+	out := make([]float64, len(ms))
+	for i, v := range ms {
+		out[i] = math.Round(v*1000) / 1000
+	}
+	return out
 }

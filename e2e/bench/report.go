@@ -80,6 +80,10 @@ type Result struct {
 	Sample *Summary `json:"sample,omitempty"`
 	// Parts are the samples a ratio compares, in their own units.
 	Parts map[string]Summary `json:"parts,omitempty"`
+	// CI95 is the 95% bootstrap interval of a ratio.
+	CI95 *[2]float64 `json:"ci95,omitempty"`
+	// Samples are the raw samples a ratio compares, by part.
+	Samples map[string][]float64 `json:"samples,omitempty"`
 	// Note says how the value was taken.
 	Note string `json:"note,omitempty"`
 }
@@ -190,20 +194,23 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 // sample, goal and PASS/MISS.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tVALUE\tUNIT\tSTAT\tMEDIAN\tP99\tN\tGOAL\tRESULT")
+	fmt.Fprintln(tw, "KEY\tVALUE\tUNIT\tSTAT\tMEDIAN\tP99\tN\tCI95\tGOAL\tRESULT")
 	for _, k := range r.keyOrder() {
 		res := r.results[k]
-		med, p99, n := "-", "-", "-"
+		med, p99, n, ci := "-", "-", "-", "-"
+		if res.CI95 != nil {
+			ci = fmt.Sprintf("%.3f-%.3f", res.CI95[0], res.CI95[1])
+		}
 		if res.Sample != nil {
 			med, p99, n = num(res.Sample.Median), num(res.Sample.P99), fmt.Sprint(res.Sample.N)
 		} else if len(res.Parts) > 0 {
 			n = partsN(res.Parts)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k, num(res.Value), res.Unit, res.Stat, med, p99, n, res.Goal, res.Status)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k, num(res.Value), res.Unit, res.Stat, med, p99, n, ci, res.Goal, res.Status)
 	}
 	for _, k := range Keys {
 		if _, ok := r.results[k.Name]; !ok {
-			fmt.Fprintf(tw, "%s\t-\t%s\t%s\t-\t-\t-\t%s\tFAIL (not measured)\n", k.Name, k.Unit, k.Stat, k.Goal)
+			fmt.Fprintf(tw, "%s\t-\t%s\t%s\t-\t-\t-\t-\t%s\tFAIL (not measured)\n", k.Name, k.Unit, k.Stat, k.Goal)
 		}
 	}
 	if err := tw.Flush(); err != nil {

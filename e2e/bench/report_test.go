@@ -48,7 +48,8 @@ func fullReport() *Report {
 		}
 		res := Result{Value: v, Sample: &Summary{N: 300, Median: v / 2, P99: v, Min: 0.1, Max: v * 2}}
 		if k.Unit == "ratio" {
-			res = Result{Value: v, Parts: map[string]Summary{"with": {N: 200, Median: v}, "without": {N: 201, Median: 1}}}
+			res = Result{Value: v, Parts: map[string]Summary{"with": {N: 200, Median: v}, "without": {N: 201, Median: 1}},
+				CI95: &[2]float64{v - 0.05, v + 0.0512}, Samples: map[string][]float64{"with": {v, v}, "without": {1, 1}}}
 		}
 		r.Set(k.Name, res)
 	}
@@ -82,6 +83,12 @@ func TestReportJSONShape(t *testing.T) {
 	require.Equal(t, "INFO", status["hotunplug_ms"])
 	require.Equal(t, "<= 1.03", top["goals"].(map[string]any)["nri_create_ratio"])
 
+	ratio := top["details"].(map[string]any)["nri_create_ratio"].(map[string]any)
+	ci := ratio["ci95"].([]any)
+	require.Len(t, ci, 2)
+	require.InDelta(t, 1.15, ci[0], 1e-9)
+	require.InDelta(t, 1.2512, ci[1], 1e-9)
+	require.Equal(t, []any{1.2, 1.2}, ratio["samples"].(map[string]any)["with"])
 	detail := top["details"].(map[string]any)["allocate_p99_us"].(map[string]any)
 	require.Equal(t, "us", detail["unit"])
 	require.Equal(t, "p99", detail["stat"])
@@ -126,9 +133,9 @@ func TestReportTable(t *testing.T) {
 	for i, k := range Keys {
 		require.True(t, strings.HasPrefix(lines[1+i], k.Name+" "), "line %d is %q, want key %s", 1+i, lines[1+i], k.Name)
 	}
-	require.Regexp(t, `^nri_create_ratio\s+1\.2\s+ratio\s.*\s200\+201\s+<= 1\.03\s+MISS$`, lines[1])
-	require.Regexp(t, `^nri_handler_p99_us_plain\s+80\s+us\s+p99\s+40\s+80\s+300\s+< 50\s+MISS$`, lines[3])
-	require.Regexp(t, `^hotunplug_ms\s+12\.5\s+ms\s+median\s+12\.5\s+20\s+30\s+-\s+INFO$`, lines[len(lines)-1])
+	require.Regexp(t, `^nri_create_ratio\s+1\.2\s+ratio\s.*\s200\+201\s+1\.150-1\.251\s+<= 1\.03\s+MISS$`, lines[1])
+	require.Regexp(t, `^nri_handler_p99_us_plain\s+80\s+us\s+p99\s+40\s+80\s+300\s+-\s+< 50\s+MISS$`, lines[3])
+	require.Regexp(t, `^hotunplug_ms\s+12\.5\s+ms\s+median\s+12\.5\s+20\s+30\s+-\s+-\s+INFO$`, lines[len(lines)-1])
 
 	// Both ratios share their part names: each sample is listed once.
 	partLines := strings.Split(strings.TrimSpace(parts), "\n")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -87,4 +88,37 @@ func In(unit time.Duration, ds []time.Duration) []float64 {
 		out[i] = float64(d) / float64(unit)
 	}
 	return out
+}
+
+// RatioCI is the bootstrap percentile interval, at the given confidence
+// level (0.95), of the ratio of the medians of a over b: both samples are
+// resampled with replacement, independently, resamples times. rng makes
+// the interval reproducible.
+func RatioCI(a, b []float64, level float64, resamples int, rng *rand.Rand) (lo, hi float64, err error) {
+	if len(a) == 0 || len(b) == 0 {
+		return 0, 0, errNoSamples
+	}
+	if level <= 0 || level >= 1 || resamples < 1 {
+		return 0, 0, fmt.Errorf("bootstrap: level %v, %d resamples", level, resamples)
+	}
+	ratios := make([]float64, 0, resamples)
+	ra, rb := make([]float64, len(a)), make([]float64, len(b))
+	for range resamples {
+		for i := range ra {
+			ra[i] = a[rng.IntN(len(a))]
+		}
+		for i := range rb {
+			rb[i] = b[rng.IntN(len(b))]
+		}
+		slices.Sort(ra)
+		slices.Sort(rb)
+		mb := median(rb)
+		if mb <= 0 {
+			return 0, 0, fmt.Errorf("bootstrap: a resampled reference median is %v", mb)
+		}
+		ratios = append(ratios, median(ra)/mb)
+	}
+	slices.Sort(ratios)
+	tail := (1 - level) / 2 * 100
+	return Percentile(ratios, tail), Percentile(ratios, 100-tail), nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -120,4 +121,70 @@ func repeat(v float64, n int) []float64 {
 		out[i] = v
 	}
 	return out
+}
+
+func TestRatioCI(t *testing.T) {
+	rng := func() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+	noisy := func(seed uint64, n int, scale float64) []float64 {
+		r := rand.New(rand.NewPCG(seed, 7))
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = scale * (100 + 30*r.NormFloat64())
+		}
+		return out
+	}
+	base := noisy(3, 200, 1)
+	scaled := make([]float64, len(base))
+	for i, v := range base {
+		scaled[i] = 1.1 * v
+	}
+
+	t.Run("a sample against itself scaled by 1.1 gives a wide interval around 1.1", func(t *testing.T) {
+		lo, hi, err := RatioCI(scaled, base, 0.95, 2000, rng())
+		require.NoError(t, err)
+		require.Less(t, lo, 1.1)
+		require.Greater(t, hi, 1.1)
+		require.Less(t, hi-lo, 0.2, "n=200 with 30%% noise: the interval is a few percent wide, not unbounded")
+	})
+	t.Run("two samples of one distribution contain 1", func(t *testing.T) {
+		lo, hi, err := RatioCI(noisy(4, 200, 1), noisy(5, 200, 1), 0.95, 2000, rng())
+		require.NoError(t, err)
+		require.LessOrEqual(t, lo, 1.0)
+		require.GreaterOrEqual(t, hi, 1.0)
+	})
+	t.Run("a 30%% difference is outside the interval of 1", func(t *testing.T) {
+		lo, hi, err := RatioCI(noisy(6, 200, 1.3), noisy(7, 200, 1), 0.95, 2000, rng())
+		require.NoError(t, err)
+		require.Greater(t, lo, 1.15)
+		require.Less(t, hi, 1.45)
+	})
+	t.Run("constant samples give a point", func(t *testing.T) {
+		lo, hi, err := RatioCI(repeat(3, 50), repeat(2, 50), 0.95, 100, rng())
+		require.NoError(t, err)
+		require.Equal(t, 1.5, lo)
+		require.Equal(t, 1.5, hi)
+	})
+	t.Run("reproducible with the same seed", func(t *testing.T) {
+		lo1, hi1, err := RatioCI(noisy(8, 100, 1), base, 0.95, 500, rng())
+		require.NoError(t, err)
+		lo2, hi2, err := RatioCI(noisy(8, 100, 1), base, 0.95, 500, rng())
+		require.NoError(t, err)
+		require.Equal(t, [2]float64{lo1, hi1}, [2]float64{lo2, hi2})
+	})
+	for name, tc := range map[string]struct {
+		a, b      []float64
+		level     float64
+		resamples int
+	}{
+		"empty a":        {a: nil, b: base, level: 0.95, resamples: 10},
+		"empty b":        {a: base, b: nil, level: 0.95, resamples: 10},
+		"level 1":        {a: base, b: base, level: 1, resamples: 10},
+		"no resamples":   {a: base, b: base, level: 0.95, resamples: 0},
+		"zero reference": {a: base, b: repeat(0, 10), level: 0.95, resamples: 10},
+	} {
+		t.Run("rejects "+name, func(t *testing.T) {
+			_, _, err := RatioCI(tc.a, tc.b, tc.level, tc.resamples, rng())
+			require.Error(t, err)
+		})
+	}
 }
