@@ -55,6 +55,7 @@ func (b *bench) agentBinary() error {
 	if err != nil {
 		return err
 	}
+	b.track(agent)
 	defer agent.stop(10 * time.Second)
 
 	resource := config.DefaultPoolResource(hotplugGPU.Driver)

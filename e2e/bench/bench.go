@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/dri-cdi/dri-cdi/e2e/harness"
@@ -82,6 +86,61 @@ type bench struct {
 	cfg    Config
 	report *Report
 	tmp    string
+
+	mu    sync.Mutex
+	suite *harness.Suite // set once, before the measurements
+	procs []*process
+	// interrupted is set by a signal; the run then writes nothing.
+	interrupted atomic.Bool
+}
+
+// track remembers a started binary, so that an interrupted run stops it.
+func (b *bench) track(p *process) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.procs = append(b.procs, p)
+}
+
+// cleanup stops every binary the run started, tears the harness down and
+// removes the run's directory. It may run twice (signal and return).
+func (b *bench) cleanup() {
+	b.mu.Lock()
+	procs, suite := b.procs, b.suite
+	b.procs = nil
+	b.mu.Unlock()
+	for _, p := range procs {
+		p.stop(10 * time.Second)
+	}
+	if suite != nil {
+		if err := suite.Close(); err != nil {
+			logf("teardown: %v", err)
+		}
+	}
+	if b.tmp != "" {
+		_ = os.RemoveAll(b.tmp)
+	}
+}
+
+// onSignal cleans up and exits with status 130 on SIGINT, SIGTERM or
+// SIGHUP, so an interrupted run leaves no process, mount or file behind.
+func (b *bench) onSignal() (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			b.interrupted.Store(true)
+			logf("%v: cleaning up", sig)
+			b.cleanup()
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
 }
 
 // logf prints a progress line on stderr.
@@ -119,34 +178,41 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer os.RemoveAll(tmp)
 	b.tmp = tmp
 	p.Dirs["fake trees and spec files"] = fmt.Sprintf("%s (%s)", cfg.Dir, FSType(tmp))
+	if cfg.Containers < 200 {
+		p.Notes = append(p.Notes, fmt.Sprintf("%d containers per arm, fewer than the 200 the goals are judged on", cfg.Containers))
+	}
+
+	defer b.cleanup()
+	stopSignals := b.onSignal()
+	defer stopSignals()
 
 	// The harness suite comes first: it holds the machine lock for the
 	// whole run.
 	const containerStep = "container path through containerd"
-	var suite *harness.Suite
 	if cfg.SkipContainerd {
 		p.Notes = append(p.Notes, "the container path through containerd was skipped (-skip-containerd)")
-	} else if suite, err = b.newSuite(ctx); err != nil {
+	} else if suite, err := b.newSuite(ctx); err != nil {
 		b.report.Fail(containerStep, err)
 	} else {
-		stopSignals := suite.InstallSignalHandler()
-		defer stopSignals()
-		defer func() {
-			if err := suite.Close(); err != nil {
-				logf("teardown: %v", err)
-			}
-		}()
+		b.mu.Lock()
+		b.suite = suite
+		b.mu.Unlock()
 	}
 	b.step("in-process measurements", b.inProcess)
 	b.step("dri-cdi-agent with a fake kubelet", b.agentBinary)
-	if suite != nil {
-		b.step(containerStep, func() error { return b.containerPath(ctx, suite) })
+	if b.suite != nil {
+		b.step(containerStep, func() error { return b.containerPath(ctx, b.suite) })
 	}
 
 	if la, err := LoadAvg(); err == nil {
 		p.LoadAvgAfter = la
 	}
 	p.DurationS = time.Since(start).Round(time.Second).Seconds()
+	if b.interrupted.Load() {
+		// The signal handler cleans up and exits; a partial report must
+		// not replace the last complete one.
+		select {}
+	}
 	return b.report, nil
 }
 

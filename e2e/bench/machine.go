@@ -45,6 +45,8 @@ type Machine struct {
 	CPUModel   string `json:"cpu_model"`
 	MemTotalMB int    `json:"mem_total_mb"`
 	Kernel     string `json:"kernel"`
+	OS         string `json:"os"`
+	Cgroup     string `json:"cgroup"`
 	GoVersion  string `json:"go_version"`
 	Arch       string `json:"arch"`
 }
@@ -55,6 +57,14 @@ func ReadMachine() Machine {
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		m.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	if data, err := os.ReadFile("/etc/os-release"); err == nil {
+		m.OS = osName(string(data))
+	}
+	m.Cgroup = "v1"
+	var st unix.Statfs_t
+	if unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		m.Cgroup = "v2"
 	}
 	if kb, err := procField("/proc/meminfo", "MemTotal"); err == nil {
 		m.MemTotalMB = int(kb / 1024)
@@ -70,6 +80,16 @@ func ReadMachine() Machine {
 		}
 	}
 	return m
+}
+
+// osName is PRETTY_NAME of an os-release file.
+func osName(osRelease string) string {
+	for _, line := range strings.Split(osRelease, "\n") {
+		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"'`)
+		}
+	}
+	return ""
 }
 
 // LoadAvg reads the 1, 5 and 15 minute load averages.

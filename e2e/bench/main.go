@@ -12,9 +12,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+	"strings"
 )
 
 func main() {
@@ -31,9 +30,7 @@ func main() {
 	if scale != 1 {
 		cfg.Scale(scale)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg); err != nil {
+	if err := run(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -62,18 +59,7 @@ func run(ctx context.Context, cfg Config) error {
 	}
 	fmt.Printf("wrote %s\n", cfg.Out)
 	if f := rep.Failures(); len(f) > 0 {
-		return fmt.Errorf("%d measurements failed:\n  %s", len(f), joinLines(f))
+		return fmt.Errorf("%d measurements failed:\n  %s", len(f), strings.Join(f, "\n  "))
 	}
 	return nil
-}
-
-func joinLines(lines []string) string {
-	out := ""
-	for i, l := range lines {
-		if i > 0 {
-			out += "\n  "
-		}
-		out += l
-	}
-	return out
 }

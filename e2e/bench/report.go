@@ -46,7 +46,7 @@ func (g Goal) String() string {
 // KeySpec describes one key of bench.json.
 type KeySpec struct {
 	Name string
-	// Unit of the value: ratio, us, ms or MB.
+	// Unit of the value: ratio, us, ms or MiB.
 	Unit string
 	// Stat says which statistic the value is.
 	Stat string
@@ -64,8 +64,8 @@ var Keys = []KeySpec{
 	{Name: "scan_write_ms_16", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 20}},
 	{Name: "scan_write_ms_128", Unit: "ms", Stat: "median"},
 	{Name: "hotplug_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 250}},
-	{Name: "agent_rss_mb", Unit: "MB", Stat: "VmRSS", Goal: Goal{Op: "<", Value: 25}},
-	{Name: "nri_rss_mb", Unit: "MB", Stat: "VmRSS", Goal: Goal{Op: "<", Value: 25}},
+	{Name: "agent_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<", Value: 25}},
+	{Name: "nri_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<", Value: 25}},
 }
 
 // Result is one measured key.

@@ -183,3 +183,8 @@ func TestParseLoadAvg(t *testing.T) {
 	_, err = parseLoadAvg("a b c")
 	require.Error(t, err)
 }
+
+func TestOSName(t *testing.T) {
+	require.Equal(t, "Debian GNU/Linux 12 (bookworm)", osName("NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n"))
+	require.Equal(t, "", osName("ID=debian\n"))
+}
