@@ -236,17 +236,28 @@ func (n *Node) Close() error {
 
 func (n *Node) teardown() error {
 	defer n.suite.track(n, false)
+	start := time.Now()
+	step := func(name string, f func()) {
+		t := time.Now()
+		f()
+		if d := time.Since(t); d > 5*time.Second {
+			n.log.Logf("teardown: %s took %s", name, d.Round(100*time.Millisecond))
+		}
+	}
 	var errs []error
 	if n.containerd != nil && n.containerd.running() {
-		n.removeAllPods()
+		step("removing pods", n.removeAllPods)
 	}
-	n.agent.stop(syscall.SIGTERM, 10*time.Second)
-	n.nri.stop(syscall.SIGTERM, 10*time.Second)
-	n.kubelet.stop(syscall.SIGTERM, 20*time.Second)
-	n.containerd.stop(syscall.SIGTERM, 20*time.Second)
-	if err := cleanupState(n.state); err != nil {
-		errs = append(errs, err)
-	}
+	step("stopping dri-cdi-agent", func() { n.agent.stop(syscall.SIGTERM, 10*time.Second) })
+	step("stopping dri-cdi-nri", func() { n.nri.stop(syscall.SIGTERM, 10*time.Second) })
+	step("stopping the kubelet", func() { n.kubelet.stop(syscall.SIGTERM, 20*time.Second) })
+	step("stopping containerd", func() { n.containerd.stop(syscall.SIGTERM, 20*time.Second) })
+	step("cleaning up", func() {
+		if err := cleanupState(n.state); err != nil {
+			errs = append(errs, err)
+		}
+	})
+	n.log.Logf("node %s torn down in %s", filepath.Base(n.Dir), time.Since(start).Round(100*time.Millisecond))
 	return errors.Join(errs...)
 }
 
@@ -262,8 +273,8 @@ func (n *Node) removeAllPods() {
 	defer cancel()
 	if n.kubelet != nil && n.kubelet.running() && len(entries) > 0 {
 		_ = poll(ctx, 20*time.Second, func() (bool, error) {
-			ids, err := n.sandboxIDs(ctx)
-			return err == nil && len(ids) == 0, nil
+			out, err := n.Crictl(ctx, "pods", "-q", "--state", "ready")
+			return err == nil && strings.TrimSpace(out) == "", nil
 		})
 	}
 	ids, _ := n.sandboxIDs(ctx)

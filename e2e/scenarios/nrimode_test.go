@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -33,6 +34,10 @@ func TestNRIModeWithoutRuntimeCDI(t *testing.T) {
 	})
 
 	t.Run("cdi-cri mode on the same runtime fails the pod", func(t *testing.T) {
+		// The node has one card; free it.
+		if err := n.DeletePod(ctx, "gpu-nri"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
 		before, err := n.Registrations(ctx, resource)
 		require.NoError(t, err)
 		n.StopAgent()
