@@ -59,12 +59,20 @@ func TestForgedAnnotation(t *testing.T) {
 		require.NoError(t, err)
 		uid = strings.TrimSpace(uid)
 		require.NotEmpty(t, uid)
+		// The pod's cgroup, so that teardown finds the intruder.
+		cgroupParent, err := n.Crictl(ctx, "inspectp", "-o", "go-template", "--template", "{{.info.config.linux.cgroup_parent}}", main.PodID)
+		require.NoError(t, err)
+		cgroupParent = strings.TrimSpace(cgroupParent)
+		require.True(t, strings.HasPrefix(cgroupParent, "/"+n.CgroupRoot()+"/"), "pod cgroup %q", cgroupParent)
 
 		dir := t.TempDir()
 		sandbox := map[string]any{
 			"metadata":      map[string]any{"name": holder.FullName(), "namespace": "default", "uid": uid},
 			"log_directory": dir,
-			"linux":         map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"network": 2}}},
+			"linux": map[string]any{
+				"cgroup_parent":    cgroupParent,
+				"security_context": map[string]any{"namespace_options": map[string]any{"network": 2}},
+			},
 		}
 		intruder := map[string]any{
 			"metadata":    map[string]any{"name": "intruder"},

@@ -56,11 +56,15 @@ func main() {
 	}
 	fmt.Println()
 	fmt.Println("== e2e summary")
-	fmt.Printf("%-56s %-6s %10s\n", "SCENARIO", "RESULT", "DURATION")
+	width := len("SCENARIO")
+	for _, r := range results {
+		width = max(width, 2*r.depth+len(r.name))
+	}
+	fmt.Printf("%-*s  %-6s %10s\n", width, "SCENARIO", "RESULT", "DURATION")
 	bad := 0
 	for _, r := range results {
 		name := strings.Repeat("  ", r.depth) + r.name
-		fmt.Printf("%-56s %-6s %9ss\n", name, r.status, r.seconds)
+		fmt.Printf("%-*s  %-6s %9ss\n", width, name, r.status, r.seconds)
 		if r.status != "PASS" {
 			bad++
 		}
