@@ -97,6 +97,7 @@ func (r *Reconciler) Reconcile(trigger string) error {
 		return fmt.Errorf("discover cards: %w", err)
 	}
 	r.metrics.Discovery(trigger, len(inv.Skipped))
+	r.log.WithFields(logrus.Fields{"trigger": trigger, "cards": len(inv.Cards), "skipped": len(inv.Skipped)}).Debug("discovery pass")
 	r.logSkipped(inv.Skipped)
 
 	next := make(map[string]known, len(inv.Cards))
@@ -187,6 +188,18 @@ func (r *Reconciler) Reconcile(trigger string) error {
 		}
 	}
 	return nil
+}
+
+// Unhealthy returns the IDs of the cards listed as Unhealthy, sorted.
+func (r *Reconciler) Unhealthy() []string {
+	var out []string
+	for id, k := range r.known {
+		if !k.healthy && r.advertised[id] {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Advertised returns the IDs of the cards in the device lists, sorted.

@@ -246,6 +246,7 @@ type Endpoint struct {
 	updates   int
 	ended     bool
 	streamErr error
+	changed   chan struct{} // closed and replaced on every message
 }
 
 func dial(socket, resource string) (*Endpoint, error) {
@@ -253,7 +254,7 @@ func dial(socket, resource string) (*Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial plugin %s: %w", socket, err)
 	}
-	return &Endpoint{Resource: resource, Socket: socket, Client: pluginapi.NewDevicePluginClient(conn), conn: conn}, nil
+	return &Endpoint{Resource: resource, Socket: socket, Client: pluginapi.NewDevicePluginClient(conn), conn: conn, changed: make(chan struct{})}, nil
 }
 
 func (e *Endpoint) watch() {
@@ -263,6 +264,7 @@ func (e *Endpoint) watch() {
 	if err != nil {
 		e.mu.Lock()
 		e.ended, e.streamErr = true, err
+		close(e.changed)
 		e.mu.Unlock()
 		return
 	}
@@ -272,11 +274,14 @@ func (e *Endpoint) watch() {
 			e.mu.Lock()
 			if err != nil {
 				e.ended, e.streamErr = true, err
+				close(e.changed)
 				e.mu.Unlock()
 				return
 			}
 			e.devices = resp.Devices
 			e.updates++
+			close(e.changed)
+			e.changed = make(chan struct{})
 			e.mu.Unlock()
 		}
 	}()
@@ -303,11 +308,40 @@ func (e *Endpoint) Updates() int {
 	return e.updates
 }
 
+// Err returns why the ListAndWatch stream ended, nil while it runs.
+func (e *Endpoint) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.streamErr
+}
+
 // Ended reports whether the ListAndWatch stream ended.
 func (e *Endpoint) Ended() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.ended
+}
+
+// WaitFor waits until the latest device list satisfies ok, the stream
+// ends, or ctx is done; it is meant for benchmarks, where polling would
+// distort the measurement.
+func (e *Endpoint) WaitFor(ctx context.Context, ok func([]*pluginapi.Device) bool) error {
+	for {
+		e.mu.Lock()
+		devs, ended, ch := e.devices, e.ended, e.changed
+		e.mu.Unlock()
+		if ok(devs) {
+			return nil
+		}
+		if ended {
+			return fmt.Errorf("ListAndWatch of %s ended: %v", e.Resource, e.streamErr)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the devices of %s: %w", e.Resource, ctx.Err())
+		}
+	}
 }
 
 // Health returns device ID -> health from the latest list.
