@@ -37,8 +37,9 @@ func discoverCards(env *Env, roots drm.Roots) ([]drm.Card, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each error already reads "skip DRM entry <path>: <reason>".
 	for _, s := range inv.Skipped {
-		env.warnf("skipped %v", s)
+		env.warnf("%v", s)
 	}
 	return inv.Cards, nil
 }

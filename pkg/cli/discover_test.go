@@ -81,7 +81,7 @@ func TestDiscoverSkippedEntryWarns(t *testing.T) {
 	require.NoError(t, os.Remove(missing))
 	r := run(t, nil, append([]string{"discover", "-o", "json"}, rootFlagsOf(tree)...)...)
 	require.Equal(t, ExitOK, r.code)
-	require.Contains(t, r.stderr, "warning: skipped ")
+	require.Contains(t, r.stderr, "warning: skip DRM entry ")
 	require.Contains(t, r.stderr, missing)
 	var got []cardView
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
