@@ -12,9 +12,9 @@ import (
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+	k8syaml "sigs.k8s.io/yaml"
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 	specs "tags.cncf.io/container-device-interface/specs-go"
-	k8syaml "sigs.k8s.io/yaml"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
