@@ -3,6 +3,7 @@ package drm_test
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -131,4 +132,27 @@ func keysOf[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestDiscoverHostLayoutWithoutBus discovers host layouts copied without
+// /sys/bus (the targets of every driver and subsystem link): the names
+// are read from the links, and the result is the same.
+func TestDiscoverHostLayoutWithoutBus(t *testing.T) {
+	drmtest.SkipUnlessRoot(t)
+	for _, name := range []string{"hybrid-laptop", "qemu-virtio-gpu", "arm-rk3399", "server-flex-bmc"} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			roots, err := hostlayout.Build(root, name)
+			require.NoError(t, err)
+			require.NoError(t, os.RemoveAll(filepath.Join(roots.Sysfs, "bus")))
+			inv, err := drm.Discover(roots)
+			require.NoError(t, err)
+			require.Empty(t, inv.Skipped)
+			got := []string{}
+			for _, c := range inv.Cards {
+				got = append(got, summary(t, root, c))
+			}
+			require.Equal(t, hostLayoutCards[name], got)
+		})
+	}
 }
