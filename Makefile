@@ -42,7 +42,7 @@ vet:
 
 .PHONY: lint
 lint: fmt-check vet ## gofmt, go vet and staticcheck
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2026.1 ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 .PHONY: mod-check
 mod-check: ## go mod tidy must leave go.mod and go.sum unchanged

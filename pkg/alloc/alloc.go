@@ -16,6 +16,8 @@ const (
 	// replicaSep separates a card ID from its replica index. Card IDs
 	// (PCI addresses, platform device names) never contain it.
 	replicaSep = "::"
+	// reservedID is the CDI device name that holds every card.
+	reservedID = "all"
 	// maxKeyName is the longest name part of an annotation key.
 	maxKeyName = 63
 )
@@ -60,11 +62,14 @@ func CardID(id string) string {
 
 // ValidCardID checks that s can be a card ID: it must also be a valid CDI
 // device name (letters, digits, '_', '-', '.', ':'), start with a letter
-// or digit, and be at most 128 bytes. This rules out path traversal and
+// or digit, be at most 128 bytes and not be "all". This rules out path traversal and
 // separators in annotations.
 func ValidCardID(s string) error {
 	if s == "" {
 		return errors.New("empty card ID")
+	}
+	if s == reservedID {
+		return fmt.Errorf("card ID %q is reserved for the CDI device that holds every card", s)
 	}
 	if len(s) > 128 {
 		return fmt.Errorf("card ID is %d bytes, more than 128", len(s))

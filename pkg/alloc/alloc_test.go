@@ -28,6 +28,7 @@ func TestParseDeviceID(t *testing.T) {
 		"too long":        {id: strings.Repeat("a", 129), wantErr: "more than 128"},
 		"space":           {id: "card 0", wantErr: "invalid character"},
 		"empty card part": {id: "::1", wantErr: "empty card ID"},
+		"reserved all":    {id: "all", wantErr: "reserved"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			card, rep, err := ParseDeviceID(tc.id)

@@ -1,0 +1,107 @@
+package config
+
+import (
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+)
+
+// Pool is one kubelet resource with the cards assigned to it.
+type Pool struct {
+	// Resource is the extended resource name the pool registers.
+	Resource string
+	// Replicas is the number of device IDs advertised per card, >= 1.
+	Replicas int
+	// AllowSameCardReplicas lets one container receive two replicas of
+	// one card.
+	AllowSameCardReplicas bool
+	// Default is true for the per-driver pools made by defaultPools.
+	Default bool
+	// Cards are the pool's cards, sorted by ID. A configured pool may have
+	// none.
+	Cards []drm.Card
+}
+
+// Assign distributes cards over the pools. It returns every configured
+// pool, in config order and possibly without cards, followed by the
+// default pools that received at least one card, sorted by resource. A
+// card belongs to at most one pool: the first configured pool that takes
+// it, else (with DefaultPools, and only if it has a render node) the pool
+// of its driver. Cards are sorted by ID within each pool.
+func (c *Config) Assign(cards []drm.Card) []Pool {
+	if c == nil {
+		c = Default()
+	}
+	sorted := append([]drm.Card(nil), cards...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
+
+	pools := make([]Pool, len(c.Pools))
+	configured := map[string]bool{}
+	for i, pc := range c.Pools {
+		pools[i] = Pool{Resource: pc.Resource, Replicas: max(pc.Replicas, 1), AllowSameCardReplicas: pc.AllowSameCardReplicas}
+		configured[pc.Resource] = true
+	}
+	defaults := map[string]*Pool{}
+	for _, card := range sorted {
+		taken := false
+		for i := range c.Pools {
+			if c.Pools[i].Takes(&card) {
+				pools[i].Cards = append(pools[i].Cards, card)
+				taken = true
+				break
+			}
+		}
+		if taken || !c.DefaultPools || card.DisplayOnly() {
+			continue
+		}
+		res := DefaultPoolResource(card.Driver)
+		if res == "" || configured[res] {
+			continue
+		}
+		p := defaults[res]
+		if p == nil {
+			p = &Pool{Resource: res, Replicas: 1, Default: true}
+			defaults[res] = p
+		}
+		p.Cards = append(p.Cards, card)
+	}
+	for _, res := range sortedKeys(defaults) {
+		pools = append(pools, *defaults[res])
+	}
+	return pools
+}
+
+// Takes reports whether the pool's criteria accept the card: its driver
+// is listed (when Drivers is set), its PCI vendor:device matches (when
+// PCIIDs is set), and it has a render node unless IncludeDisplayOnly.
+// A pool with neither Drivers nor PCIIDs takes nothing.
+func (p *PoolConfig) Takes(card *drm.Card) bool {
+	if len(p.Drivers) == 0 && len(p.PCIIDs) == 0 {
+		return false
+	}
+	if card.DisplayOnly() && !p.IncludeDisplayOnly {
+		return false
+	}
+	if len(p.Drivers) > 0 && !slices.Contains(p.Drivers, card.Driver) {
+		return false
+	}
+	if len(p.PCIIDs) > 0 && !matchPCIID(p.PCIIDs, card.VendorID, card.DeviceID) {
+		return false
+	}
+	return true
+}
+
+func matchPCIID(ids []string, vendor, device string) bool {
+	if vendor == "" {
+		return false
+	}
+	for _, id := range ids {
+		v, d, _ := strings.Cut(id, ":")
+		if strings.EqualFold(v, vendor) && (d == "*" || strings.EqualFold(d, device)) {
+			return true
+		}
+	}
+	return false
+}

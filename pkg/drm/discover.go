@@ -1,0 +1,579 @@
+package drm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dri-cdi/dri-cdi/pkg/alloc"
+)
+
+// Container paths of the nodes discovery reports.
+const (
+	containerDRI    = "/dev/dri"
+	containerByPath = "/dev/dri/by-path"
+	containerKFD    = "/dev/kfd"
+)
+
+// reservedID names the CDI device that holds every card; no card may
+// have it as its ID.
+const reservedID = "all"
+
+// maxAttrSize bounds how much of a sysfs attribute file is read.
+const maxAttrSize = 4096
+
+// Discover walks <roots.Sysfs>/class/drm and returns every complete card,
+// with its nodes checked against <roots.Dev>. A missing class/drm gives an
+// empty inventory; an error is returned only when the class directory
+// exists but cannot be read. Malformed entries are left out and explained
+// in Inventory.Skipped.
+func Discover(roots Roots) (*Inventory, error) {
+	if roots.Sysfs == "" || roots.Dev == "" {
+		return nil, fmt.Errorf("discover DRM cards: empty root in %+v", roots)
+	}
+	sys, err := filepath.Abs(roots.Sysfs)
+	if err != nil {
+		return nil, fmt.Errorf("sysfs root %q: %w", roots.Sysfs, err)
+	}
+	dev, err := filepath.Abs(roots.Dev)
+	if err != nil {
+		return nil, fmt.Errorf("dev root %q: %w", roots.Dev, err)
+	}
+	classDir := filepath.Join(sys, "class", "drm")
+	dirents, err := os.ReadDir(classDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Inventory{Cards: []Card{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read DRM class %s: %w", classDir, err)
+	}
+	sysReal, err := filepath.EvalSymlinks(sys)
+	if err != nil {
+		return nil, fmt.Errorf("resolve sysfs root %s: %w", sys, err)
+	}
+	d := &discovery{sys: sys, sysReal: sysReal, dev: dev, res: newResolver()}
+	return d.run(classDir, dirents), nil
+}
+
+// discovery holds the state of one Discover call.
+type discovery struct {
+	sys, sysReal, dev string
+	res               *resolver
+	inv               Inventory
+	kfdNode           *DeviceNode // /dev/kfd, once looked up
+	kfdDone           bool
+}
+
+// entry is one cardN or renderDN in class/drm.
+type entry struct {
+	name   string
+	kind   nodeKind
+	class  string // path under class/drm
+	parent string // resolved parent device; "" when it cannot be found
+	major  uint32
+	minor  uint32
+	err    error
+}
+
+// group is every node entry of one parent device.
+type group struct {
+	parent  string
+	entries []*entry
+}
+
+// built is a complete card plus the group it was built from.
+type built struct {
+	card Card
+	g    *group
+}
+
+func (d *discovery) run(classDir string, dirents []fs.DirEntry) *Inventory {
+	groups := map[string]*group{}
+	for _, de := range dirents {
+		kind := classifyEntry(de.Name())
+		if kind == kindOther {
+			continue
+		}
+		e := &entry{name: de.Name(), kind: kind, class: filepath.Join(classDir, de.Name())}
+		d.probe(e)
+		if e.parent == "" {
+			d.skip(e, e.err)
+			continue
+		}
+		g := groups[e.parent]
+		if g == nil {
+			g = &group{parent: e.parent}
+			groups[e.parent] = g
+		}
+		g.entries = append(g.entries, e)
+	}
+
+	parents := make([]string, 0, len(groups))
+	for p := range groups {
+		parents = append(parents, p)
+	}
+	sort.Strings(parents)
+
+	var cards []built
+	for _, p := range parents {
+		if b, ok := d.buildGroup(groups[p]); ok {
+			cards = append(cards, b)
+		}
+	}
+	cards = d.dropDuplicates(cards)
+	sort.Slice(cards, func(i, j int) bool { return cards[i].card.ID < cards[j].card.ID })
+	d.attachByPath(cards)
+
+	d.inv.Cards = make([]Card, 0, len(cards))
+	for _, b := range cards {
+		d.inv.Cards = append(d.inv.Cards, b.card)
+	}
+	sort.SliceStable(d.inv.Skipped, func(i, j int) bool {
+		return d.inv.Skipped[i].Error() < d.inv.Skipped[j].Error()
+	})
+	return &d.inv
+}
+
+// skip records that entry e was left out because of err.
+func (d *discovery) skip(e *entry, err error) {
+	d.inv.Skipped = append(d.inv.Skipped, fmt.Errorf("skip DRM entry %s: %w", e.class, err))
+}
+
+// skipGroup leaves out every entry of g: culprit with err, the others as
+// its siblings.
+func (d *discovery) skipGroup(g *group, culprit *entry, err error) {
+	for _, e := range g.entries {
+		if e == culprit {
+			d.skip(e, err)
+			continue
+		}
+		d.skip(e, fmt.Errorf("%w: %s of device %s", ErrSibling, culprit.name, g.parent))
+	}
+}
+
+// probe resolves e's sysfs directory, parent device and numbers. It sets
+// e.parent whenever the parent can be told, even when e is malformed, so
+// that a broken render node takes its card down with it instead of
+// leaving a card that looks display-only.
+func (d *discovery) probe(e *entry) {
+	dir, err := d.resolve(e.class)
+	if err != nil {
+		e.parent = d.parentHint(e.class)
+		e.err = err
+		return
+	}
+	parent, err := d.resolve(filepath.Join(dir, "device"))
+	if err != nil {
+		if p, herr := d.resolve(filepath.Dir(filepath.Dir(dir))); herr == nil {
+			e.parent = p
+		}
+		e.err = err
+		return
+	}
+	e.parent = parent
+	raw, err := readAttr(filepath.Join(dir, "dev"))
+	if err != nil {
+		e.err = err
+		return
+	}
+	e.major, e.minor, err = ParseDev(raw)
+	if err != nil {
+		e.err = fmt.Errorf("%s: %w", filepath.Join(dir, "dev"), err)
+	}
+}
+
+// resolve follows every symlink in path and checks that the result stays
+// under the sysfs root.
+func (d *discovery) resolve(path string) (string, error) {
+	r, err := d.res.resolve(path)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", path, err)
+	}
+	if !within(d.sysReal, r) {
+		return "", fmt.Errorf("resolve %s: %w %s: %s", path, ErrOutsideRoot, d.sys, r)
+	}
+	return r, nil
+}
+
+// parentHint guesses the parent device of a class/drm link that does not
+// resolve, from the link text alone (…/<parent>/drm/<name>).
+func (d *discovery) parentHint(class string) string {
+	target, err := os.Readlink(class)
+	if err != nil {
+		return ""
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(class), target)
+	}
+	p, err := d.resolve(filepath.Dir(filepath.Dir(filepath.Clean(target))))
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// within reports whether path is root or below it.
+func within(root, path string) bool {
+	if path == root {
+		return true
+	}
+	if root == "/" {
+		return strings.HasPrefix(path, "/")
+	}
+	return strings.HasPrefix(path, root+string(filepath.Separator))
+}
+
+// readAttr reads a small sysfs attribute file. It opens without blocking
+// and reads only regular files, so a FIFO or device in a corrupt tree
+// cannot hang discovery.
+func readAttr(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("stat %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("read %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxAttrSize))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	return string(b), nil
+}
+
+// buildGroup turns the entries of one parent device into a card, or
+// records why it cannot.
+func (d *discovery) buildGroup(g *group) (built, bool) {
+	for _, e := range g.entries {
+		if e.err != nil {
+			for _, o := range g.entries {
+				if o.err != nil {
+					d.skip(o, o.err)
+				} else {
+					d.skip(o, fmt.Errorf("%w: %s of device %s", ErrSibling, e.name, g.parent))
+				}
+			}
+			return built{}, false
+		}
+	}
+	var cardE, renderE *entry
+	nCard, nRender := 0, 0
+	for _, e := range g.entries {
+		switch e.kind {
+		case kindCard:
+			cardE = e
+			nCard++
+		case kindRender:
+			renderE = e
+			nRender++
+		}
+	}
+	if nCard != 1 || nRender > 1 {
+		err := fmt.Errorf("%w: device %s has %d card and %d render nodes", ErrUnpaired, g.parent, nCard, nRender)
+		for _, e := range g.entries {
+			d.skip(e, err)
+		}
+		return built{}, false
+	}
+	b, culprit, err := d.build(g, cardE, renderE)
+	if err != nil {
+		d.skipGroup(g, culprit, err)
+		return built{}, false
+	}
+	return b, true
+}
+
+// build reads the parent device of a card and checks its nodes. On error
+// it also returns the entry to blame.
+func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error) {
+	parent := g.parent
+	c := Card{Name: cardE.name, NUMANode: -1}
+
+	bus, err := d.linkName(filepath.Join(parent, "subsystem"))
+	if err != nil {
+		return built{}, cardE, err
+	}
+	c.Bus = bus
+	if c.Driver, err = d.driverName(parent, bus); err != nil {
+		return built{}, cardE, err
+	}
+
+	idDev := parent
+	if bus == "virtio" {
+		// virtioN is numbered in probe order; the transport device
+		// (the virtio-pci function, or a virtio-mmio platform device)
+		// above it is what stays put.
+		idDev = filepath.Dir(parent)
+		if _, err := d.linkName(filepath.Join(idDev, "subsystem")); err != nil {
+			return built{}, cardE, fmt.Errorf("virtio device %s has no transport device: %w", parent, err)
+		}
+	}
+	idBus := bus
+	if idDev != parent {
+		idBus, _ = d.linkName(filepath.Join(idDev, "subsystem"))
+	}
+	name := filepath.Base(idDev)
+	numaDev := parent
+	if idBus == "pci" && isPCIAddress(name) {
+		c.PCIAddress = name
+		numaDev = idDev
+		if c.VendorID, err = readHexID(filepath.Join(idDev, "vendor")); err != nil {
+			return built{}, cardE, err
+		}
+		if c.DeviceID, err = readHexID(filepath.Join(idDev, "device")); err != nil {
+			return built{}, cardE, err
+		}
+	}
+	if c.NUMANode, err = readNUMA(filepath.Join(numaDev, "numa_node")); err != nil {
+		return built{}, cardE, err
+	}
+	if err := alloc.ValidCardID(name); err != nil {
+		return built{}, cardE, fmt.Errorf("%w %s of device %s: %w", ErrBadID, quote(name), idDev, err)
+	}
+	if name == reservedID {
+		return built{}, cardE, fmt.Errorf("%w %s of device %s: reserved for the device that holds every card", ErrBadID, quote(name), idDev)
+	}
+	c.ID = name
+	rel, err := filepath.Rel(d.sysReal, parent)
+	if err != nil {
+		return built{}, cardE, fmt.Errorf("parent device %s: %w", parent, err)
+	}
+	c.SysfsPath = filepath.Join(d.sys, rel)
+
+	cardNode, err := d.node(cardE)
+	if err != nil {
+		return built{}, cardE, err
+	}
+	c.CardNode = cardNode
+	if renderE != nil {
+		rn, err := d.node(renderE)
+		if err != nil {
+			return built{}, renderE, err
+		}
+		c.RenderNode = &rn
+	}
+	if c.Driver == "amdgpu" {
+		if kfd, ok := d.kfd(); ok {
+			c.Extra = append(c.Extra, kfd)
+		}
+	}
+	return built{card: c, g: g}, nil, nil
+}
+
+// linkName returns the last element of the symlink at path, which must
+// resolve within the sysfs root.
+func (d *discovery) linkName(path string) (string, error) {
+	target, err := os.Readlink(path)
+	if err != nil {
+		return "", fmt.Errorf("read link %s: %w", path, err)
+	}
+	if _, err := d.resolve(path); err != nil {
+		return "", err
+	}
+	name, err := LinkName(target)
+	if err != nil {
+		return "", fmt.Errorf("link %s: %w", path, err)
+	}
+	return name, nil
+}
+
+// driverName returns the driver bound to a parent device. Platform and
+// faux devices of DRM drivers that register their own device (vkms) have
+// no driver of their own, or the generic faux_driver; their device name
+// without the instance suffix names the driver.
+func (d *discovery) driverName(parent, bus string) (string, error) {
+	link := filepath.Join(parent, "driver")
+	name, err := d.linkName(link)
+	softwareBus := bus == "platform" || bus == "faux"
+	switch {
+	case err == nil && !(bus == "faux" && name == "faux_driver"):
+		return name, nil
+	case err == nil, softwareBus && isNotExist(link):
+		return platformDriver(filepath.Base(parent)), nil
+	default:
+		return "", err
+	}
+}
+
+func isNotExist(path string) bool {
+	_, err := os.Lstat(path)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// platformDriver strips a ".N" instance suffix from a device name.
+func platformDriver(dev string) string {
+	if i := strings.LastIndexByte(dev, '.'); i > 0 {
+		if _, ok := parseUintStrict(dev[i+1:]); ok {
+			return dev[:i]
+		}
+	}
+	return dev
+}
+
+func readHexID(path string) (string, error) {
+	raw, err := readAttr(path)
+	if err != nil {
+		return "", err
+	}
+	id, err := ParseHexID(raw)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return id, nil
+}
+
+func readNUMA(path string) (int, error) {
+	raw, err := readAttr(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := ParseNUMANode(raw)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return n, nil
+}
+
+// node checks the host node of e under the dev root: a char device with
+// the numbers sysfs reports.
+func (d *discovery) node(e *entry) (DeviceNode, error) {
+	host := filepath.Join(d.dev, "dri", e.name)
+	n, err := statChar(host)
+	if err != nil {
+		return DeviceNode{}, err
+	}
+	if n.Major != e.major || n.Minor != e.minor {
+		return DeviceNode{}, fmt.Errorf("%w: %s is %d:%d, sysfs says %d:%d",
+			ErrNodeMismatch, host, n.Major, n.Minor, e.major, e.minor)
+	}
+	n.Path = containerDRI + "/" + e.name
+	return n, nil
+}
+
+// statChar returns the numbers, mode and owner of a char device node,
+// without following a symlink at path.
+func statChar(path string) (DeviceNode, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return DeviceNode{}, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return DeviceNode{}, fmt.Errorf("%w: %s is not a char device", ErrNodeMismatch, path)
+	}
+	rdev := uint64(st.Rdev) //nolint:unconvert // Rdev is narrower on some platforms
+	return DeviceNode{
+		HostPath: path,
+		Major:    unix.Major(rdev),
+		Minor:    unix.Minor(rdev),
+		Mode:     os.FileMode(st.Mode & 0o777),
+		UID:      st.Uid,
+		GID:      st.Gid,
+	}, nil
+}
+
+// kfd returns /dev/kfd when it exists and is a char device.
+func (d *discovery) kfd() (DeviceNode, bool) {
+	if !d.kfdDone {
+		d.kfdDone = true
+		if n, err := statChar(filepath.Join(d.dev, "kfd")); err == nil {
+			n.Path = containerKFD
+			d.kfdNode = &n
+		}
+	}
+	if d.kfdNode == nil {
+		return DeviceNode{}, false
+	}
+	return *d.kfdNode, true
+}
+
+// dropDuplicates leaves out every card whose ID another card also has:
+// neither can be told apart from the other by its ID.
+func (d *discovery) dropDuplicates(cards []built) []built {
+	byID := map[string][]int{}
+	for i, b := range cards {
+		byID[b.card.ID] = append(byID[b.card.ID], i)
+	}
+	kept := make([]built, 0, len(cards))
+	for _, b := range cards {
+		same := byID[b.card.ID]
+		if len(same) == 1 {
+			kept = append(kept, b)
+			continue
+		}
+		var others []string
+		for _, j := range same {
+			if cards[j].g != b.g {
+				others = append(others, cards[j].g.parent)
+			}
+		}
+		err := fmt.Errorf("%w %s: also the ID of %s", ErrDuplicateID, b.card.ID, strings.Join(others, ", "))
+		var cardE *entry
+		for _, e := range b.g.entries {
+			if e.kind == kindCard {
+				cardE = e
+			}
+		}
+		d.skipGroup(b.g, cardE, err)
+	}
+	return kept
+}
+
+// attachByPath adds every <dev>/dri/by-path link that resolves to a
+// card's card or render node to that card.
+func (d *discovery) attachByPath(cards []built) {
+	dir := filepath.Join(d.dev, "dri", "by-path")
+	links, err := os.ReadDir(dir)
+	if err != nil || len(links) == 0 {
+		return
+	}
+	type ref struct {
+		card int
+		node DeviceNode
+	}
+	targets := map[string]ref{}
+	for i := range cards {
+		c := &cards[i].card
+		nodes := []DeviceNode{c.CardNode}
+		if c.RenderNode != nil {
+			nodes = append(nodes, *c.RenderNode)
+		}
+		for _, n := range nodes {
+			if r, err := d.res.resolve(n.HostPath); err == nil {
+				targets[r] = ref{card: i, node: n}
+			}
+		}
+	}
+	for _, l := range links {
+		if l.Type()&fs.ModeSymlink == 0 {
+			continue
+		}
+		link := filepath.Join(dir, l.Name())
+		r, err := d.res.resolve(link)
+		if err != nil {
+			continue
+		}
+		t, ok := targets[r]
+		if !ok {
+			continue
+		}
+		n := t.node
+		n.Path = containerByPath + "/" + l.Name()
+		n.HostPath = link
+		cards[t.card].card.ByPath = append(cards[t.card].card.ByPath, n)
+	}
+}

@@ -1,0 +1,56 @@
+// Package drm discovers the DRM cards of a node from sysfs and checks
+// their device nodes under /dev.
+//
+// # Roots
+//
+// Discovery reads only through a Roots value: Sysfs stands for /sys and
+// Dev for /dev. The agent passes the host's trees (DefaultRoots, or where
+// a container mounts them); tests pass fake trees built with the drmtest
+// package.
+//
+// # What is a card
+//
+// Discover walks <sysfs>/class/drm and looks only at "cardN" and
+// "renderDN" entries; connectors (card0-DP-1), "version" and anything
+// else are ignored. A card node and a render node belong to the same card
+// when their `device` links resolve to the same parent device. Numbers
+// are never used for pairing: simpledrm can own card0 while i915 is card1
+// with renderD128. A card without a render node is display-only.
+//
+// Each card gets:
+//   - a stable ID: the PCI address of the parent device; for a virtio
+//     parent (virtioN, numbered in probe order) the transport device above
+//     it, which is the PCI function for virtio-pci; otherwise the parent's
+//     own name (vkms, simple-framebuffer.0). USB or SPI displays are named
+//     after their own device, never after their host controller.
+//   - the driver: the last element of the parent's `driver` link; platform
+//     and faux devices without a driver of their own (vkms) are named
+//     after the device;
+//   - the bus (the parent's `subsystem` link), PCI vendor and device IDs,
+//     and the NUMA node (-1 when unknown);
+//   - the card and render nodes under <dev>/dri, which must be char
+//     devices with the numbers from sysfs `dev`; their mode and owner come
+//     from the host node;
+//   - every <dev>/dri/by-path link that resolves to one of those nodes;
+//   - for amdgpu, <dev>/kfd when it is a char device.
+//
+// # Malformed entries
+//
+// An entry that cannot be read completely (garbage `dev`, dangling or
+// looping links, links out of the sysfs root, a node missing or different
+// under the dev root, unreadable attributes, an invalid or duplicate ID)
+// is left out together with every other entry of the same device, so a
+// card is reported whole or not at all. Inventory.Skipped holds one error
+// per left-out entry, naming the path and the reason; the sentinel errors
+// of this package tell the reasons apart with errors.Is.
+//
+// # Example
+//
+//	inv, err := drm.Discover(drm.DefaultRoots)
+//	if err != nil {
+//		return err
+//	}
+//	for _, c := range inv.Cards {
+//		fmt.Println(c.ID, c.Driver, c.CardNode.Path)
+//	}
+package drm

@@ -1,0 +1,300 @@
+package drm_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+)
+
+// paths of the GPU a malformed case breaks (drmtest.IntelIGPU: card0,
+// renderD128 on 0000:00:02.0).
+type paths struct {
+	sys    string // sysfs root
+	class  string // sys/class/drm
+	parent string // sys/devices/pci0000:00/0000:00:02.0
+	dri    string // dev/dri
+	tree   *drmtest.Tree
+}
+
+func (p paths) card() string   { return filepath.Join(p.parent, "drm", "card0") }
+func (p paths) render() string { return filepath.Join(p.parent, "drm", "renderD128") }
+
+// reason is what Skipped must say about one class/drm entry.
+type reason struct {
+	is       error  // sentinel the error wraps; nil when none applies
+	contains string // text the error must hold besides the entry path
+}
+
+func mknod(t *testing.T, path string, major, minor uint32) {
+	t.Helper()
+	require.NoError(t, os.RemoveAll(path))
+	require.NoError(t, unix.Mknod(path, unix.S_IFCHR|0o660, int(unix.Mkdev(major, minor))))
+}
+
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	require.NoError(t, os.RemoveAll(path))
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o444))
+}
+
+func replaceLink(t *testing.T, path, target string) {
+	t.Helper()
+	require.NoError(t, os.RemoveAll(path))
+	require.NoError(t, os.Symlink(target, path))
+}
+
+func TestDiscoverMalformed(t *testing.T) {
+	drmtest.SkipUnlessRoot(t)
+	const intel, amd = "0000:00:02.0", "0000:03:00.0"
+	good := drmtest.AMDdGPU.WithNodes(1, 129)
+	sibling := reason{is: drm.ErrSibling, contains: "card0 of device"}
+	renderSibling := reason{is: drm.ErrSibling, contains: "renderD128 of device"}
+	unpaired := reason{is: drm.ErrUnpaired, contains: "has 0 card and 1 render nodes"}
+
+	tests := map[string]struct {
+		gpus    []drmtest.GPU // default: IntelIGPU (broken by mutate) and good
+		mutate  func(t *testing.T, p paths)
+		wantIDs []string
+		skipped map[string]reason // by class/drm entry name
+	}{
+		"garbage dev in card": {
+			mutate:  func(t *testing.T, p paths) { replaceFile(t, filepath.Join(p.card(), "dev"), "garbage\n") },
+			skipped: map[string]reason{"card0": {drm.ErrBadDev, `"garbage\n"`}, "renderD128": sibling},
+		},
+		"garbage dev in render node takes the card with it": {
+			mutate:  func(t *testing.T, p paths) { replaceFile(t, filepath.Join(p.render(), "dev"), "226\n") },
+			skipped: map[string]reason{"renderD128": {drm.ErrBadDev, "renderD128/dev"}, "card0": renderSibling},
+		},
+		"dev is a directory": {
+			mutate: func(t *testing.T, p paths) {
+				require.NoError(t, os.Remove(filepath.Join(p.card(), "dev")))
+				require.NoError(t, os.Mkdir(filepath.Join(p.card(), "dev"), 0o755))
+			},
+			skipped: map[string]reason{"card0": {nil, "card0/dev: not a regular file"}, "renderD128": sibling},
+		},
+		"dev is a FIFO": {
+			mutate: func(t *testing.T, p paths) {
+				require.NoError(t, os.Remove(filepath.Join(p.card(), "dev")))
+				require.NoError(t, unix.Mkfifo(filepath.Join(p.card(), "dev"), 0o644))
+			},
+			skipped: map[string]reason{"card0": {nil, "card0/dev: not a regular file"}, "renderD128": sibling},
+		},
+		"dev missing": {
+			mutate:  func(t *testing.T, p paths) { require.NoError(t, os.Remove(filepath.Join(p.card(), "dev"))) },
+			skipped: map[string]reason{"card0": {os.ErrNotExist, "card0/dev"}, "renderD128": sibling},
+		},
+		"vendor unreadable": {
+			mutate: func(t *testing.T, p paths) {
+				require.NoError(t, os.Remove(filepath.Join(p.parent, "vendor")))
+				require.NoError(t, os.Mkdir(filepath.Join(p.parent, "vendor"), 0o755))
+			},
+			skipped: map[string]reason{"card0": {nil, "0000:00:02.0/vendor: not a regular file"}, "renderD128": sibling},
+		},
+		"garbage vendor": {
+			mutate:  func(t *testing.T, p paths) { replaceFile(t, filepath.Join(p.parent, "vendor"), "0xzz\n") },
+			skipped: map[string]reason{"card0": {drm.ErrBadHexID, "vendor"}, "renderD128": sibling},
+		},
+		"garbage device id": {
+			mutate:  func(t *testing.T, p paths) { replaceFile(t, filepath.Join(p.parent, "device"), "7d55\n") },
+			skipped: map[string]reason{"card0": {drm.ErrBadHexID, "device"}, "renderD128": sibling},
+		},
+		"garbage numa_node": {
+			mutate:  func(t *testing.T, p paths) { replaceFile(t, filepath.Join(p.parent, "numa_node"), "-2\n") },
+			skipped: map[string]reason{"card0": {drm.ErrBadNUMA, "numa_node"}, "renderD128": sibling},
+		},
+		"device link missing": {
+			mutate:  func(t *testing.T, p paths) { require.NoError(t, os.Remove(filepath.Join(p.card(), "device"))) },
+			skipped: map[string]reason{"card0": {os.ErrNotExist, "card0/device"}, "renderD128": sibling},
+		},
+		"device link loops": {
+			mutate:  func(t *testing.T, p paths) { replaceLink(t, filepath.Join(p.card(), "device"), "device") },
+			skipped: map[string]reason{"card0": {unix.ELOOP, "card0/device"}, "renderD128": sibling},
+		},
+		"class link dangles": {
+			mutate: func(t *testing.T, p paths) {
+				replaceLink(t, filepath.Join(p.class, "card0"), "../../devices/pci0000:00/0000:00:02.0/drm/card9")
+			},
+			skipped: map[string]reason{"card0": {os.ErrNotExist, "class/drm/card0"}, "renderD128": sibling},
+		},
+		"class link loops, its render node is not paired with anything": {
+			mutate:  func(t *testing.T, p paths) { replaceLink(t, filepath.Join(p.class, "card0"), "card0") },
+			skipped: map[string]reason{"card0": {unix.ELOOP, "class/drm/card0"}, "renderD128": unpaired},
+		},
+		"class link leads out of the sysfs root": {
+			mutate: func(t *testing.T, p paths) {
+				outside := filepath.Join(t.TempDir(), "dev0", "drm", "card0")
+				require.NoError(t, os.MkdirAll(outside, 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(outside, "dev"), []byte("226:0\n"), 0o444))
+				replaceLink(t, filepath.Join(p.class, "card0"), outside)
+			},
+			skipped: map[string]reason{"card0": {drm.ErrOutsideRoot, "dev0/drm/card0"}, "renderD128": unpaired},
+		},
+		"driver link missing": {
+			mutate:  func(t *testing.T, p paths) { require.NoError(t, os.Remove(filepath.Join(p.parent, "driver"))) },
+			skipped: map[string]reason{"card0": {os.ErrNotExist, "0000:00:02.0/driver"}, "renderD128": sibling},
+		},
+		"driver link loops": {
+			mutate:  func(t *testing.T, p paths) { replaceLink(t, filepath.Join(p.parent, "driver"), "driver") },
+			skipped: map[string]reason{"card0": {unix.ELOOP, "0000:00:02.0/driver"}, "renderD128": sibling},
+		},
+		"driver link dangles": {
+			mutate: func(t *testing.T, p paths) {
+				replaceLink(t, filepath.Join(p.parent, "driver"), "../../../bus/pci/drivers/gone")
+			},
+			skipped: map[string]reason{"card0": {os.ErrNotExist, "driver"}, "renderD128": sibling},
+		},
+		"subsystem link missing": {
+			mutate:  func(t *testing.T, p paths) { require.NoError(t, os.Remove(filepath.Join(p.parent, "subsystem"))) },
+			skipped: map[string]reason{"card0": {os.ErrNotExist, "0000:00:02.0/subsystem"}, "renderD128": sibling},
+		},
+		"card node missing": {
+			mutate:  func(t *testing.T, p paths) { require.NoError(t, os.Remove(filepath.Join(p.dri, "card0"))) },
+			skipped: map[string]reason{"card0": {os.ErrNotExist, "dev/dri/card0"}, "renderD128": sibling},
+		},
+		"render node missing: the card is not reported display-only": {
+			mutate:  func(t *testing.T, p paths) { require.NoError(t, os.Remove(filepath.Join(p.dri, "renderD128"))) },
+			skipped: map[string]reason{"renderD128": {os.ErrNotExist, "dev/dri/renderD128"}, "card0": renderSibling},
+		},
+		"card node is a regular file": {
+			mutate:  func(t *testing.T, p paths) { replaceFile(t, filepath.Join(p.dri, "card0"), "") },
+			skipped: map[string]reason{"card0": {drm.ErrNodeMismatch, "not a char device"}, "renderD128": sibling},
+		},
+		"card node is a symlink to a char device": {
+			mutate:  func(t *testing.T, p paths) { replaceLink(t, filepath.Join(p.dri, "card0"), "card1") },
+			skipped: map[string]reason{"card0": {drm.ErrNodeMismatch, "not a char device"}, "renderD128": sibling},
+		},
+		"card node has other numbers": {
+			mutate:  func(t *testing.T, p paths) { mknod(t, filepath.Join(p.dri, "card0"), 226, 5) },
+			skipped: map[string]reason{"card0": {drm.ErrNodeMismatch, "is 226:5, sysfs says 226:0"}, "renderD128": sibling},
+		},
+		"render node has another major": {
+			mutate:  func(t *testing.T, p paths) { mknod(t, filepath.Join(p.dri, "renderD128"), 227, 128) },
+			skipped: map[string]reason{"renderD128": {drm.ErrNodeMismatch, "is 227:128"}, "card0": renderSibling},
+		},
+		"two render nodes on one device": {
+			mutate: func(t *testing.T, p paths) {
+				dir := filepath.Join(p.parent, "drm", "renderD130")
+				require.NoError(t, os.MkdirAll(dir, 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "dev"), []byte("226:130\n"), 0o444))
+				require.NoError(t, os.Symlink("../../../0000:00:02.0", filepath.Join(dir, "device")))
+				require.NoError(t, os.Symlink("../../devices/pci0000:00/0000:00:02.0/drm/renderD130", filepath.Join(p.class, "renderD130")))
+				mknod(t, filepath.Join(p.dri, "renderD130"), 226, 130)
+			},
+			skipped: map[string]reason{
+				"card0":      {drm.ErrUnpaired, "has 1 card and 2 render nodes"},
+				"renderD128": {drm.ErrUnpaired, "has 1 card and 2 render nodes"},
+				"renderD130": {drm.ErrUnpaired, "has 1 card and 2 render nodes"},
+			},
+		},
+		"render node without card": {
+			mutate:  func(t *testing.T, p paths) { require.NoError(t, os.Remove(filepath.Join(p.class, "card0"))) },
+			skipped: map[string]reason{"renderD128": unpaired},
+		},
+		"invalid platform device name": {
+			gpus:    []drmtest.GPU{good, {Driver: "vkms", Platform: "-vkms", Card: 0, Render: -1}},
+			wantIDs: []string{amd},
+			skipped: map[string]reason{"card0": {drm.ErrBadID, `"-vkms"`}},
+		},
+		"platform device named all": {
+			gpus:    []drmtest.GPU{good, {Driver: "vkms", Platform: "all", Card: 0, Render: -1}},
+			wantIDs: []string{amd},
+			skipped: map[string]reason{"card0": {drm.ErrBadID, `"all"`}},
+		},
+		"duplicate ID": {
+			// A platform device named like the PCI function of the good
+			// card: the two cannot be told apart by ID.
+			mutate: func(t *testing.T, p paths) {
+				dev := filepath.Join(p.sys, "devices", "platform", amd)
+				card := filepath.Join(dev, "drm", "card2")
+				require.NoError(t, os.MkdirAll(card, 0o755))
+				require.NoError(t, os.Symlink("../../../bus/platform", filepath.Join(dev, "subsystem")))
+				require.NoError(t, os.MkdirAll(filepath.Join(p.sys, "bus", "platform", "drivers", "dup"), 0o755))
+				require.NoError(t, os.Symlink("../../../bus/platform/drivers/dup", filepath.Join(dev, "driver")))
+				require.NoError(t, os.WriteFile(filepath.Join(card, "dev"), []byte("226:2\n"), 0o444))
+				require.NoError(t, os.Symlink("../../../"+amd, filepath.Join(card, "device")))
+				require.NoError(t, os.Symlink("../../devices/platform/"+amd+"/drm/card2", filepath.Join(p.class, "card2")))
+				mknod(t, filepath.Join(p.dri, "card2"), 226, 2)
+			},
+			wantIDs: []string{intel},
+			skipped: map[string]reason{
+				"card1":      {drm.ErrDuplicateID, "also the ID of"},
+				"renderD129": {drm.ErrSibling, "card1 of device"},
+				"card2":      {drm.ErrDuplicateID, "also the ID of"},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			gpus := tc.gpus
+			if gpus == nil {
+				gpus = []drmtest.GPU{drmtest.IntelIGPU, good}
+			}
+			tree := drmtest.MustBuild(t, gpus...)
+			roots := tree.Roots()
+			parent, err := tree.DevicePath(gpus[0].ID())
+			require.NoError(t, err)
+			if tc.mutate != nil {
+				tc.mutate(t, paths{
+					sys:    roots.Sysfs,
+					class:  filepath.Join(roots.Sysfs, "class", "drm"),
+					parent: parent,
+					dri:    filepath.Join(roots.Dev, "dri"),
+					tree:   tree,
+				})
+			}
+			inv, err := drm.Discover(roots)
+			require.NoError(t, err)
+
+			wantIDs := tc.wantIDs
+			if wantIDs == nil {
+				wantIDs = []string{amd}
+			}
+			var ids []string
+			for _, c := range inv.Cards {
+				ids = append(ids, c.ID)
+			}
+			require.Equal(t, wantIDs, ids)
+
+			var msgs []string
+			for _, e := range inv.Skipped {
+				msgs = append(msgs, e.Error())
+			}
+			require.Len(t, inv.Skipped, len(tc.skipped), strings.Join(msgs, "\n"))
+			for entry, want := range tc.skipped {
+				prefix := "skip DRM entry " + filepath.Join(roots.Sysfs, "class", "drm", entry) + ": "
+				found := false
+				for _, e := range inv.Skipped {
+					if !strings.HasPrefix(e.Error(), prefix) {
+						continue
+					}
+					found = true
+					require.Contains(t, e.Error(), want.contains)
+					if want.is != nil {
+						require.ErrorIs(t, e, want.is)
+					}
+				}
+				require.True(t, found, "no error for %s in:\n%s", entry, strings.Join(msgs, "\n"))
+			}
+		})
+	}
+}
+
+func TestDiscoverUnreadableClass(t *testing.T) {
+	sys := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "class"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(sys, "class", "drm"), nil, 0o644))
+	_, err := drm.Discover(drm.Roots{Sysfs: sys, Dev: t.TempDir()})
+	require.ErrorContains(t, err, filepath.Join(sys, "class", "drm"))
+}
+
+func TestDiscoverEmptyRoots(t *testing.T) {
+	_, err := drm.Discover(drm.Roots{Sysfs: "", Dev: "/dev"})
+	require.ErrorContains(t, err, "empty root")
+}
