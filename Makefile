@@ -6,7 +6,7 @@ OUT := _output
 PKG := github.com/dri-cdi/dri-cdi
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X $(PKG)/pkg/version.Version=$(VERSION)
-CMDS := dri-cdi dri-cdi-agent dri-cdi-nri
+CMDS := $(notdir $(patsubst %/main.go,%,$(wildcard cmd/*/main.go)))
 PLATFORMS := linux/amd64 linux/arm64
 
 .DEFAULT_GOAL := help

@@ -1,0 +1,237 @@
+package cdi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+)
+
+// FileMode is the mode of every spec file: runtimes and operators read
+// them, only the agent writes them.
+const FileMode fs.FileMode = 0o644
+
+// tmpMarker is part of every temporary file name. Temporary files start
+// with a dot and end in ".tmp-<random>", so their extension is never
+// .yaml or .json: a runtime's CDI cache watching the directory ignores
+// them and only ever loads the renamed, complete file.
+const tmpMarker = ".tmp-"
+
+// Option changes how a Writer works.
+type Option func(*Writer)
+
+// WithLogger makes the Writer log each file it writes or removes.
+func WithLogger(log *logrus.Entry) Option {
+	return func(w *Writer) { w.log = log }
+}
+
+// Writer keeps the spec files of one kind in one directory in step with a
+// set of cards. It owns exactly the files named "<prefix>*.yaml" (prefix
+// from FilePrefix) whose kind is its own, plus its own temporary files;
+// everything else in the directory is left alone. A Writer is safe for
+// concurrent use; two Writers must not share a directory and kind.
+type Writer struct {
+	dir    string
+	kind   string
+	prefix string
+	log    *logrus.Entry
+
+	mu sync.Mutex
+}
+
+// NewWriter returns a Writer for kind in dir. The directory is created by
+// the first Sync when it is missing.
+func NewWriter(dir, kind string, opts ...Option) (*Writer, error) {
+	if dir == "" {
+		return nil, errors.New("CDI spec dir is empty")
+	}
+	prefix, err := FilePrefix(kind)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{dir: dir, kind: kind, prefix: prefix}
+	for _, o := range opts {
+		o(w)
+	}
+	if w.log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		w.log = logrus.NewEntry(l)
+	}
+	w.log = w.log.WithFields(logrus.Fields{"cdiDir": dir, "cdiKind": kind})
+	return w, nil
+}
+
+// Dir returns the directory the Writer manages.
+func (w *Writer) Dir() string { return w.dir }
+
+// Kind returns the CDI kind the Writer writes.
+func (w *Writer) Kind() string { return w.kind }
+
+// Sync makes the directory hold exactly the spec files Generate returns
+// for cards: it writes each file whose content or mode differs, removes
+// owned files no card needs any more (all of them when cards is empty),
+// and reports whether anything on disk changed.
+//
+// When generation fails (an invalid card) nothing is touched and the
+// error is returned. Otherwise every file is attempted, and the error
+// joins one error per file that could not be written or removed, each
+// naming the file and the reason.
+func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
+	files, err := Generate(w.kind, cards)
+	if err != nil {
+		return false, fmt.Errorf("generate CDI specs for %s: %w", w.dir, err)
+	}
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return false, fmt.Errorf("create CDI spec dir: %w", err)
+	}
+
+	var errs []error
+	want := make(map[string]bool, len(files))
+	for _, f := range files {
+		want[f.Name] = true
+		wrote, err := w.write(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if wrote {
+			changed = true
+			w.log.WithFields(logrus.Fields{"file": f.Name, "device": f.Device}).Info("wrote CDI spec")
+		}
+	}
+
+	entries, err := os.ReadDir(w.dir)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list CDI spec dir %s: %w", w.dir, err))
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case strings.HasPrefix(name, "."+w.prefix) && strings.Contains(name, FileExt+tmpMarker):
+			// A temporary file left by a crash between create and rename.
+			if err := w.remove(name); err != nil {
+				errs = append(errs, err)
+			}
+		case strings.HasPrefix(name, w.prefix) && strings.HasSuffix(name, FileExt) && !want[name]:
+			if !w.owns(name) {
+				continue
+			}
+			if err := w.remove(name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			changed = true
+			w.log.WithField("file", name).Info("removed CDI spec")
+		}
+	}
+
+	if changed {
+		if err := syncDir(w.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return changed, errors.Join(errs...)
+}
+
+// owns reports whether a file with the Writer's prefix belongs to it. A
+// file that parses as a spec of another kind does not: another kind's
+// prefix can start with ours ("v-c_" for v/c, "v-c_x_" for v/c_x). A file
+// that does not parse at all carries our name, so it is ours to replace.
+func (w *Writer) owns(name string) bool {
+	data, err := os.ReadFile(filepath.Join(w.dir, name))
+	if err != nil {
+		return true
+	}
+	raw, err := cdilib.ParseSpec(data)
+	if err != nil || raw == nil {
+		return true
+	}
+	if raw.Kind != w.kind {
+		w.log.WithFields(logrus.Fields{"file": name, "kind": raw.Kind}).Debug("leaving spec file of another kind alone")
+		return false
+	}
+	return true
+}
+
+// write installs f unless the file already holds exactly f.Data with
+// FileMode.
+func (w *Writer) write(f File) (bool, error) {
+	path := filepath.Join(w.dir, f.Name)
+	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, f.Data) {
+		if st, err := os.Lstat(path); err == nil && st.Mode().IsRegular() && st.Mode().Perm() == FileMode {
+			return false, nil
+		}
+	}
+
+	tmp, err := os.CreateTemp(w.dir, "."+f.Name+tmpMarker+"*")
+	if err != nil {
+		return false, fmt.Errorf("write CDI spec %s: %w", path, err)
+	}
+	tmpPath := tmp.Name()
+	fail := func(err error) (bool, error) {
+		_ = tmp.Close()
+		_ = os.Remove(tmpPath)
+		return false, fmt.Errorf("write CDI spec %s: %w", path, err)
+	}
+	if _, err := tmp.Write(f.Data); err != nil {
+		return fail(err)
+	}
+	// Explicit chmod: CreateTemp makes 0600 files and the umask must not
+	// decide who can read the specs.
+	if err := tmp.Chmod(FileMode); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fail(err)
+	}
+	// Load the bytes about to be installed exactly as a runtime's CDI
+	// cache will (ReadSpec parses strictly and validates the spec).
+	if _, err := cdilib.ReadSpec(tmpPath, 0); err != nil {
+		return fail(fmt.Errorf("rejected by the CDI library: %w", err))
+	}
+	// rename(2) replaces the old file in one step: a reader opens either
+	// the old or the new content, never a mix or a short file.
+	if err := os.Rename(tmpPath, path); err != nil {
+		return fail(err)
+	}
+	return true, nil
+}
+
+func (w *Writer) remove(name string) error {
+	path := filepath.Join(w.dir, name)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove CDI spec %s: %w", path, err)
+	}
+	return nil
+}
+
+// syncDir makes renames and removals in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync CDI spec dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync CDI spec dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,414 @@
+package cdi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+)
+
+// memTempDir returns a temporary directory on /dev/shm when there is one,
+// like the agent's usual /var/run/cdi tmpfs: fsync there costs nothing,
+// so tests that sync hundreds of times stay quick on slow disks.
+func memTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "dc")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func newTestWriter(t *testing.T, dir string) *Writer {
+	t.Helper()
+	w, err := NewWriter(dir, DefaultKind)
+	require.NoError(t, err)
+	return w
+}
+
+// dirFiles returns name -> content of the regular files in dir.
+func dirFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = string(data)
+	}
+	return out
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	return st.Sys().(*syscall.Stat_t).Ino
+}
+
+func TestWriterSync(t *testing.T) {
+	a, b, c := i915("0000:00:02.0", 0, 128), amdgpu("0000:03:00.0", 1, 129), platformCard("vkms", "vkms", 2, -1)
+	type step struct {
+		cards   []drm.Card
+		changed bool
+		files   []string
+	}
+	cases := map[string][]step{
+		"create then unchanged": {
+			{cards: []drm.Card{a}, changed: true, files: []string{"dri-cdi.dev-gpu_0000-00-02.0.yaml", "dri-cdi.dev-gpu_all.yaml"}},
+			{cards: []drm.Card{a}, changed: false, files: []string{"dri-cdi.dev-gpu_0000-00-02.0.yaml", "dri-cdi.dev-gpu_all.yaml"}},
+		},
+		"card added and removed": {
+			{cards: []drm.Card{a}, changed: true, files: []string{"dri-cdi.dev-gpu_0000-00-02.0.yaml", "dri-cdi.dev-gpu_all.yaml"}},
+			{cards: []drm.Card{a, b, c}, changed: true, files: []string{
+				"dri-cdi.dev-gpu_0000-00-02.0.yaml", "dri-cdi.dev-gpu_0000-03-00.0.yaml", "dri-cdi.dev-gpu_all.yaml", "dri-cdi.dev-gpu_vkms.yaml",
+			}},
+			{cards: []drm.Card{c, b}, changed: true, files: []string{"dri-cdi.dev-gpu_0000-03-00.0.yaml", "dri-cdi.dev-gpu_all.yaml", "dri-cdi.dev-gpu_vkms.yaml"}},
+			{cards: []drm.Card{b, c}, changed: false, files: []string{"dri-cdi.dev-gpu_0000-03-00.0.yaml", "dri-cdi.dev-gpu_all.yaml", "dri-cdi.dev-gpu_vkms.yaml"}},
+		},
+		"last card gone removes everything": {
+			{cards: []drm.Card{a, b}, changed: true, files: []string{"dri-cdi.dev-gpu_0000-00-02.0.yaml", "dri-cdi.dev-gpu_0000-03-00.0.yaml", "dri-cdi.dev-gpu_all.yaml"}},
+			{cards: nil, changed: true, files: nil},
+			{cards: nil, changed: false, files: nil},
+		},
+		"nothing to do on empty dir": {
+			{cards: nil, changed: false, files: nil},
+		},
+	}
+	for name, steps := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run", "cdi") // missing: Sync creates it
+			w := newTestWriter(t, dir)
+			for i, s := range steps {
+				changed, err := w.Sync(s.cards)
+				require.NoError(t, err, "step %d", i)
+				require.Equal(t, s.changed, changed, "step %d", i)
+				got := dirFiles(t, dir)
+				names := make([]string, 0, len(got))
+				for n := range got {
+					names = append(names, n)
+				}
+				sort.Strings(names)
+				require.Equal(t, s.files, nilIfEmpty(names), "step %d", i)
+				want, err := Generate(DefaultKind, s.cards)
+				require.NoError(t, err)
+				for _, f := range want {
+					require.Equal(t, string(f.Data), got[f.Name], "step %d file %s", i, f.Name)
+					st, err := os.Stat(filepath.Join(dir, f.Name))
+					require.NoError(t, err)
+					require.Equal(t, FileMode, st.Mode().Perm(), "step %d file %s", i, f.Name)
+				}
+			}
+		})
+	}
+}
+
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+func TestWriterLeavesUnchangedFilesAlone(t *testing.T) {
+	dir := t.TempDir()
+	w := newTestWriter(t, dir)
+	a, b := i915("0000:00:02.0", 0, 128), i915("0000:00:03.0", 1, 129)
+	_, err := w.Sync([]drm.Card{a})
+	require.NoError(t, err)
+	cardFile := filepath.Join(dir, "dri-cdi.dev-gpu_0000-00-02.0.yaml")
+	allFile := filepath.Join(dir, "dri-cdi.dev-gpu_all.yaml")
+	cardIno, allIno := inode(t, cardFile), inode(t, allFile)
+
+	changed, err := w.Sync([]drm.Card{a, b})
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.Equal(t, cardIno, inode(t, cardFile), "unchanged card spec was rewritten")
+	require.NotEqual(t, allIno, inode(t, allFile), "all spec must be replaced by rename")
+}
+
+func TestWriterRepairsModeAndContent(t *testing.T) {
+	dir := t.TempDir()
+	w := newTestWriter(t, dir)
+	a := i915("0000:00:02.0", 0, 128)
+	_, err := w.Sync([]drm.Card{a})
+	require.NoError(t, err)
+	cardFile := filepath.Join(dir, "dri-cdi.dev-gpu_0000-00-02.0.yaml")
+	allFile := filepath.Join(dir, "dri-cdi.dev-gpu_all.yaml")
+	want := dirFiles(t, dir)
+
+	require.NoError(t, os.Chmod(cardFile, 0o600))
+	require.NoError(t, os.WriteFile(allFile, []byte("garbage"), 0o644))
+	changed, err := w.Sync([]drm.Card{a})
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.Equal(t, want, dirFiles(t, dir))
+	st, err := os.Stat(cardFile)
+	require.NoError(t, err)
+	require.Equal(t, FileMode, st.Mode().Perm())
+}
+
+func TestWriterNeverTouchesForeignFiles(t *testing.T) {
+	dir := t.TempDir()
+	foreign := map[string]string{
+		"vendor.com-gpu.yaml":          "cdiVersion: 0.5.0\nkind: vendor.com/gpu\ndevices: []\n",
+		"dri-cdi.dev-gpu_x.json":       "{}",         // our prefix, not our extension
+		"dri-cdi.dev-gpu_notes.txt":    "hello",      // not a spec
+		"other.yaml":                   "not a spec", // someone else's broken file
+		".dri-cdi.dev-gpuX.yaml.tmp-1": "not ours",   // hidden, different prefix
+		"dri-cdi.dev-gpu_x_all.yaml":   specOfKind(t, "dri-cdi.dev/gpu_x", "all"),
+		"dri-cdi.dev-gpu_x_vkms.yaml":  specOfKind(t, "dri-cdi.dev/gpu_x", "vkms"),
+	}
+	for n, c := range foreign {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte(c), 0o600))
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "dri-cdi.dev-gpu_sub.yaml.d"), 0o755))
+	w := newTestWriter(t, dir)
+	_, err := w.Sync([]drm.Card{i915("0000:00:02.0", 0, 128)})
+	require.NoError(t, err)
+	_, err = w.Sync(nil)
+	require.NoError(t, err)
+	got := dirFiles(t, dir)
+	require.Equal(t, foreign, got)
+	st, err := os.Stat(filepath.Join(dir, "vendor.com-gpu.yaml"))
+	require.NoError(t, err)
+	require.Equal(t, fs.FileMode(0o600), st.Mode().Perm())
+	require.DirExists(t, filepath.Join(dir, "dri-cdi.dev-gpu_sub.yaml.d"))
+}
+
+// specOfKind returns a valid spec file of another kind.
+func specOfKind(t *testing.T, kind, device string) string {
+	t.Helper()
+	files, err := Generate(kind, []drm.Card{platformCard("vkms", "vkms", 0, 128)})
+	require.NoError(t, err)
+	for _, f := range files {
+		if f.Device == device {
+			return string(f.Data)
+		}
+	}
+	t.Fatalf("no device %s", device)
+	return ""
+}
+
+func TestWriterRemovesStaleOwnedFiles(t *testing.T) {
+	dir := t.TempDir()
+	stale := map[string]string{
+		"dri-cdi.dev-gpu_0000-09-00.0.yaml":            specOfKind(t, DefaultKind, "vkms"),
+		"dri-cdi.dev-gpu_broken.yaml":                  "{{{ not yaml",
+		".dri-cdi.dev-gpu_all.yaml.tmp-123456":         "half a fi",
+		".dri-cdi.dev-gpu_0000-00-02.0.yaml.tmp-98765": "",
+	}
+	for n, c := range stale {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte(c), 0o644))
+	}
+	w := newTestWriter(t, dir)
+	changed, err := w.Sync([]drm.Card{i915("0000:00:02.0", 0, 128)})
+	require.NoError(t, err)
+	require.True(t, changed)
+	got := dirFiles(t, dir)
+	require.Len(t, got, 2)
+	require.Contains(t, got, "dri-cdi.dev-gpu_0000-00-02.0.yaml")
+	require.Contains(t, got, "dri-cdi.dev-gpu_all.yaml")
+}
+
+func TestWriterErrors(t *testing.T) {
+	cases := map[string]struct {
+		setup func(t *testing.T, dir string) *Writer
+		cards []drm.Card
+		want  []string
+	}{
+		"invalid card touches nothing": {
+			setup: func(t *testing.T, dir string) *Writer {
+				w := newTestWriter(t, dir)
+				_, err := w.Sync([]drm.Card{i915("0000:00:02.0", 0, 128)})
+				require.NoError(t, err)
+				return w
+			},
+			cards: []drm.Card{i915("0000:00:02.0", 0, 128), platformCard("all", "vkms", 1, 129)},
+			want:  []string{"generate CDI specs for", `invalid card "all"`},
+		},
+		"target is a directory": {
+			setup: func(t *testing.T, dir string) *Writer {
+				require.NoError(t, os.MkdirAll(filepath.Join(dir, "dri-cdi.dev-gpu_all.yaml", "x"), 0o755))
+				return newTestWriter(t, dir)
+			},
+			cards: []drm.Card{i915("0000:00:02.0", 0, 128)},
+			want:  []string{"write CDI spec ", "dri-cdi.dev-gpu_all.yaml: "},
+		},
+		"dir is a file": {
+			setup: func(t *testing.T, dir string) *Writer {
+				p := filepath.Join(dir, "cdi")
+				require.NoError(t, os.WriteFile(p, nil, 0o644))
+				w, err := NewWriter(p, DefaultKind)
+				require.NoError(t, err)
+				return w
+			},
+			cards: []drm.Card{i915("0000:00:02.0", 0, 128)},
+			want:  []string{"create CDI spec dir: mkdir ", "/cdi: not a directory"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := tc.setup(t, dir)
+			before := dirFiles(t, dir)
+			_, err := w.Sync(tc.cards)
+			require.Error(t, err)
+			for _, s := range tc.want {
+				require.Contains(t, err.Error(), s)
+			}
+			if name == "invalid card touches nothing" {
+				require.Equal(t, before, dirFiles(t, dir))
+			}
+		})
+	}
+}
+
+func TestWriterPartialFailureStillWritesOthers(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "dri-cdi.dev-gpu_all.yaml", "x"), 0o755))
+	w := newTestWriter(t, dir)
+	changed, err := w.Sync([]drm.Card{i915("0000:00:02.0", 0, 128)})
+	require.Error(t, err)
+	require.True(t, changed)
+	require.FileExists(t, filepath.Join(dir, "dri-cdi.dev-gpu_0000-00-02.0.yaml"))
+	// No temporary file is left behind.
+	for n := range dirFiles(t, dir) {
+		require.NotContains(t, n, tmpMarker)
+	}
+}
+
+func TestNewWriterErrors(t *testing.T) {
+	_, err := NewWriter("", DefaultKind)
+	require.ErrorContains(t, err, "CDI spec dir is empty")
+	_, err = NewWriter(t.TempDir(), "nokind")
+	require.ErrorIs(t, err, ErrInvalidKind)
+}
+
+func allData(t *testing.T, cards []drm.Card) []byte {
+	t.Helper()
+	files, err := Generate(DefaultKind, cards)
+	require.NoError(t, err)
+	for _, f := range files {
+		if f.Device == AllDevice {
+			return f.Data
+		}
+	}
+	t.Fatal("no all device")
+	return nil
+}
+
+// TestWriterConcurrentReader rewrites the specs many times while a reader
+// loads them with the CDI library, the way a runtime's cache does. The
+// reader must never see a partial or invalid file, nor a moment where the
+// "all" file (rewritten by every Sync) is missing.
+func TestWriterConcurrentReader(t *testing.T) {
+	dir := memTempDir(t)
+	w := newTestWriter(t, dir)
+	// Two card sets whose files differ in size and content, so a torn
+	// write would be visible; switching between them rewrites the "all"
+	// file, adds and removes card files, and keeps three card files.
+	setA := manyCards(8)
+	setB := append(manyCards(3), amdgpu("0000:40:00.0", 20, 140), platformCard("vkms", "vkms", 21, 141))
+	_, err := w.Sync(setA)
+	require.NoError(t, err)
+	allFile := filepath.Join(dir, "dri-cdi.dev-gpu_all.yaml")
+	// The only two contents the "all" file may ever have.
+	allA, allB := allData(t, setA), allData(t, setB)
+
+	var (
+		stop    atomic.Bool
+		reads   atomic.Int64
+		wg      sync.WaitGroup
+		failed  atomic.Bool
+		readErr error // written by the reader before it sets failed
+	)
+	fail := func(err error) {
+		readErr = err
+		failed.Store(true)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			// Mostly a cheap byte check of the file every Sync replaces,
+			// so reads are frequent enough to hit a non-atomic write.
+			if i%16 != 0 {
+				data, err := os.ReadFile(allFile)
+				if err != nil {
+					fail(err)
+					return
+				}
+				if !bytes.Equal(data, allA) && !bytes.Equal(data, allB) {
+					fail(fmt.Errorf("read a torn %s (%d bytes):\n%s", allFile, len(data), data))
+					return
+				}
+				reads.Add(1)
+				continue
+			}
+			// Now and then, every file through the CDI library.
+			var paths []string
+			{
+				entries, err := os.ReadDir(dir)
+				if err != nil {
+					fail(err)
+					return
+				}
+				for _, e := range entries {
+					if strings.HasSuffix(e.Name(), FileExt) {
+						paths = append(paths, filepath.Join(dir, e.Name()))
+					}
+				}
+			}
+			for _, p := range paths {
+				_, err := cdilib.ReadSpec(p, 0)
+				if errors.Is(err, fs.ErrNotExist) && p != allFile {
+					continue // a card file removed between listing and reading
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+				reads.Add(1)
+			}
+		}
+	}()
+
+	const minSyncs, minReads = 50, 1000
+	syncs := 0
+	for ; syncs < minSyncs || reads.Load() < minReads; syncs++ {
+		if failed.Load() || syncs > 100000 {
+			break
+		}
+		cards := setA
+		if syncs%2 == 0 {
+			cards = setB
+		}
+		changed, err := w.Sync(cards)
+		require.NoError(t, err)
+		require.True(t, changed)
+	}
+	stop.Store(true)
+	wg.Wait()
+	require.NoError(t, readErr)
+	t.Logf("%d syncs, %d reads", syncs, reads.Load())
+	require.GreaterOrEqual(t, reads.Load(), int64(minReads))
+}

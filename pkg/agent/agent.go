@@ -1,0 +1,271 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+	"github.com/dri-cdi/dri-cdi/pkg/watch"
+)
+
+// Defaults of Options.
+const (
+	DefaultResyncInterval = 5 * time.Minute
+	// DefaultDebounce is the quiet time after a change event before a
+	// rescan; more events within it join the same rescan.
+	DefaultDebounce = 20 * time.Millisecond
+	// DefaultMaxDelay caps how long a stream of events can postpone a
+	// rescan.
+	DefaultMaxDelay = 100 * time.Millisecond
+	maxRetry        = 30 * time.Second
+)
+
+// Options configure the agent. Run checks them before it touches
+// anything.
+type Options struct {
+	// Roots are the sysfs and dev trees discovery reads.
+	Roots drm.Roots
+	// CDIDir receives the CDI spec files.
+	CDIDir string
+	// KubeletDir is the kubelet's device-plugins dir.
+	KubeletDir string
+	// ConfigPath is the YAML config; empty means config.Default().
+	ConfigPath string
+	// Delivery is cdi-cri, nri or device-specs.
+	Delivery string
+	// MetricsAddr serves /metrics, /healthz and /readyz; empty disables.
+	MetricsAddr string
+	// ResyncInterval is the period of the full rescan that backs up
+	// inotify and uevents.
+	ResyncInterval time.Duration
+	// Debounce and MaxDelay shape how change events are coalesced; zero
+	// means the defaults.
+	Debounce, MaxDelay time.Duration
+	// Version is reported by the build_info metric.
+	Version string
+	// Log receives the agent's logs.
+	Log *logrus.Entry
+
+	// Instance overrides the random socket name suffix (tests).
+	Instance string
+	// OnMetricsListen, when set, is told the metrics address (tests that
+	// listen on port 0).
+	OnMetricsListen func(net.Addr)
+}
+
+// Run is dri-cdi-agent: it checks the options and the config, then
+// discovers the cards, writes their CDI specs, serves and registers one
+// device plugin per pool, and follows hotplug, driver binding and kubelet
+// restarts until ctx ends. An invalid option or config is returned before
+// any file is written or socket created.
+func Run(ctx context.Context, o Options) error {
+	log := o.Log
+	if log == nil {
+		return errors.New("no logger")
+	}
+	cfg, err := config.Load(o.ConfigPath)
+	if err != nil {
+		return err
+	}
+	delivery, err := deviceplugin.ParseDelivery(o.Delivery)
+	if err != nil {
+		return err
+	}
+	if o.ResyncInterval <= 0 {
+		return fmt.Errorf("invalid resync interval %v: must be > 0", o.ResyncInterval)
+	}
+	for name, dir := range map[string]string{"sysfs root": o.Roots.Sysfs, "dev root": o.Roots.Dev, "CDI dir": o.CDIDir, "kubelet dir": o.KubeletDir} {
+		if dir == "" {
+			return fmt.Errorf("%s is empty", name)
+		}
+	}
+	kind := cfg.Kind()
+	writer, err := cdi.NewWriter(o.CDIDir, kind, cdi.WithLogger(log.WithField("component", "cdi")))
+	if err != nil {
+		return err
+	}
+	met := metrics.NewAgent(o.Version)
+	mgr, err := deviceplugin.NewManager(deviceplugin.Options{
+		KubeletDir: o.KubeletDir,
+		Delivery:   delivery,
+		Name:       func(id string) string { return cdi.QualifiedName(kind, id) },
+		Instance:   o.Instance,
+		Log:        log,
+		Metrics:    met,
+	})
+	if err != nil {
+		return err
+	}
+	var ln net.Listener
+	if o.MetricsAddr != "" {
+		if ln, err = metrics.Listen(o.MetricsAddr); err != nil {
+			return err
+		}
+		if o.OnMetricsListen != nil {
+			o.OnMetricsListen(ln.Addr())
+		}
+	}
+	log.WithFields(logrus.Fields{
+		"sysfsRoot": o.Roots.Sysfs, "devRoot": o.Roots.Dev, "cdiDir": o.CDIDir, "cdiKind": kind,
+		"kubeletDir": o.KubeletDir, "delivery": delivery, "pools": len(cfg.Pools), "defaultPools": cfg.DefaultPools,
+	}).Info("starting dri-cdi-agent")
+
+	rec := NewReconciler(cfg, DiscoverFunc(func() (*drm.Inventory, error) { return drm.Discover(o.Roots) }),
+		writer, mgr, log.WithField("component", "inventory"), met)
+	a := &agent{opts: o, rec: rec, mgr: mgr, met: met, log: log}
+	return a.run(ctx, ln)
+}
+
+type agent struct {
+	opts  Options
+	rec   *Reconciler
+	mgr   *deviceplugin.Manager
+	met   *metrics.Agent
+	log   *logrus.Entry
+	ready atomic.Bool
+}
+
+// Ready returns nil once the first pass is done and every resource is
+// registered.
+func (a *agent) Ready() error {
+	if !a.ready.Load() {
+		return errNotReady
+	}
+	return a.mgr.Ready()
+}
+
+func (a *agent) run(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+
+	if ln != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := metrics.Serve(ctx, ln, metrics.Handler(a.met.Registry, a.Ready), a.log.WithField("component", "metrics")); err != nil {
+				a.log.WithError(err).Error("metrics server failed")
+			}
+		}()
+	}
+
+	// Watch before the first discovery, so that no change between the
+	// two goes unseen.
+	dri := filepath.Join(a.opts.Roots.Dev, "dri")
+	var driEvents <-chan watch.Event
+	if w, err := watch.NewDirWatcher(a.log.WithField("component", "watch"), dri, filepath.Join(dri, "by-path")); err != nil {
+		a.met.Error("watch")
+		a.log.WithError(err).Warn("cannot watch the DRM device dir; relying on uevents and resync")
+	} else {
+		defer w.Close()
+		driEvents = w.Events()
+	}
+	var uevents <-chan watch.Uevent
+	if u, err := watch.ListenUevents(a.log.WithField("component", "uevent")); err != nil {
+		a.met.Error("uevent")
+		a.log.WithError(err).Warn("no kernel uevents; relying on inotify and resync")
+	} else {
+		defer u.Close()
+		uevents = u.Events()
+	}
+
+	start := time.Now()
+	if err := a.rec.Reconcile("startup"); err != nil {
+		return fmt.Errorf("first sync: %w", err)
+	}
+	a.met.Reconciled(time.Since(start))
+	a.ready.Store(true)
+	a.log.WithField("resources", a.mgr.Resources()).Info("first sync done")
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = a.mgr.Run(ctx)
+	}()
+
+	a.loop(ctx, driEvents, uevents)
+	a.log.Info("stopping")
+	return nil
+}
+
+// loop coalesces change events and rescans until ctx ends.
+func (a *agent) loop(ctx context.Context, driEvents <-chan watch.Event, uevents <-chan watch.Uevent) {
+	debounce, maxDelay := a.opts.Debounce, a.opts.MaxDelay
+	if debounce <= 0 {
+		debounce = DefaultDebounce
+	}
+	if maxDelay <= 0 {
+		maxDelay = DefaultMaxDelay
+	}
+	resync := time.NewTicker(a.opts.ResyncInterval)
+	defer resync.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+
+	var (
+		pending  bool
+		first    time.Time
+		deadline time.Time
+		trigger  string
+		retry    time.Duration
+	)
+	arm := func(why string, after time.Duration) {
+		now := time.Now()
+		if !pending {
+			pending, first, trigger, deadline = true, now, why, now.Add(max(maxDelay, after))
+		}
+		timer.Reset(time.Until(minTime(now.Add(after), deadline)))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-driEvents:
+			if !ok {
+				driEvents = nil
+				continue
+			}
+			arm("inotify", debounce)
+		case ev, ok := <-uevents:
+			if !ok {
+				uevents = nil
+				continue
+			}
+			a.log.WithFields(logrus.Fields{"action": ev.Action, "devpath": ev.DevPath, "subsystem": ev.Subsystem}).Debug("uevent")
+			arm("uevent", debounce)
+		case <-resync.C:
+			arm("resync", 0)
+		case <-timer.C:
+			pending = false
+			err := a.rec.Reconcile(trigger)
+			a.met.Reconciled(time.Since(first))
+			if err != nil {
+				retry = min(max(2*retry, time.Second), maxRetry)
+				a.log.WithError(err).WithField("retry_in", retry).Error("sync failed")
+				arm("retry", retry)
+				continue
+			}
+			retry = 0
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,312 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+)
+
+const (
+	wait = 15 * time.Second
+	tick = 2 * time.Millisecond
+)
+
+func shortDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "dc")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func testEntry(t testing.TB) *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(testWriter{t})
+	l.SetLevel(logrus.DebugLevel)
+	return logrus.NewEntry(l)
+}
+
+func TestRunRejectsBadInputBeforeTouchingAnything(t *testing.T) {
+	badConfig := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(badConfig, []byte("pools:\n- resource: gpu.intel.com/i915\n  drivers: [i915]\n  replicas: 0\n"), 0o600))
+	unknownField := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(unknownField, []byte("pools:\n- resource: gpu.intel.com/i915\n  driver: [i915]\n"), 0o600))
+
+	tests := map[string]struct {
+		mutate  func(o *Options)
+		wantErr []string
+	}{
+		"invalid config value": {mutate: func(o *Options) { o.ConfigPath = badConfig }, wantErr: []string{badConfig, "pools[0].replicas: must be >= 1"}},
+		"unknown config field": {mutate: func(o *Options) { o.ConfigPath = unknownField }, wantErr: []string{"pools[0].driver: unknown field"}},
+		"missing config":       {mutate: func(o *Options) { o.ConfigPath = "/nonexistent/dri-cdi.yaml" }, wantErr: []string{"/nonexistent/dri-cdi.yaml"}},
+		"bad delivery":         {mutate: func(o *Options) { o.Delivery = "cdi" }, wantErr: []string{`invalid delivery mode "cdi"`}},
+		"bad resync":           {mutate: func(o *Options) { o.ResyncInterval = 0 }, wantErr: []string{"invalid resync interval"}},
+		"empty cdi dir":        {mutate: func(o *Options) { o.CDIDir = "" }, wantErr: []string{"CDI dir is empty"}},
+		"bad metrics address":  {mutate: func(o *Options) { o.MetricsAddr = "nonsense" }, wantErr: []string{`metrics address "nonsense"`}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			kubelet := shortDir(t)
+			o := Options{
+				Roots:          drmtest.MustBuild(t).Roots(),
+				CDIDir:         filepath.Join(root, "cdi"),
+				KubeletDir:     kubelet,
+				Delivery:       "cdi-cri",
+				ResyncInterval: time.Hour,
+				Log:            testEntry(t),
+			}
+			tc.mutate(&o)
+			err := Run(context.Background(), o)
+			require.Error(t, err)
+			for _, s := range tc.wantErr {
+				require.Contains(t, err.Error(), s)
+			}
+			require.NoDirExists(t, filepath.Join(root, "cdi"))
+			entries, err := os.ReadDir(kubelet)
+			require.NoError(t, err)
+			require.Empty(t, entries)
+		})
+	}
+}
+
+// node is a running agent on a fake tree with a fake kubelet.
+type node struct {
+	tree    *drmtest.Tree
+	kubelet *kubelettest.Kubelet
+	cdiDir  string
+	metrics string
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func startNode(t *testing.T, delivery, config string, gpus ...drmtest.GPU) *node {
+	t.Helper()
+	drmtest.SkipUnlessRoot(t)
+	tree, err := drmtest.NewTree(t.TempDir(), gpus...)
+	require.NoError(t, err)
+	k, err := kubelettest.Start(shortDir(t))
+	require.NoError(t, err)
+	t.Cleanup(k.Stop)
+	n := &node{tree: tree, kubelet: k, cdiDir: filepath.Join(t.TempDir(), "cdi"), done: make(chan error, 1)}
+	cfgPath := ""
+	if config != "" {
+		cfgPath = filepath.Join(t.TempDir(), "config.yaml")
+		require.NoError(t, os.WriteFile(cfgPath, []byte(config), 0o600))
+	}
+	addr := make(chan net.Addr, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go func() {
+		n.done <- Run(ctx, Options{
+			Roots: tree.Roots(), CDIDir: n.cdiDir, KubeletDir: k.Dir(), ConfigPath: cfgPath,
+			Delivery: delivery, MetricsAddr: "127.0.0.1:0", ResyncInterval: time.Hour,
+			Log: testEntry(t), OnMetricsListen: func(a net.Addr) { addr <- a },
+		})
+	}()
+	select {
+	case a := <-addr:
+		n.metrics = "http://" + a.String()
+	case err := <-n.done:
+		t.Fatalf("agent stopped: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-n.done:
+		case <-time.After(wait):
+			t.Error("agent did not stop")
+		}
+	})
+	return n
+}
+
+func (n *node) endpoint(t *testing.T, resource string) *kubelettest.Endpoint {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		e := n.kubelet.Endpoint(resource)
+		return e != nil && e.Updates() > 0
+	}, wait, tick, "resource %s never registered", resource)
+	return n.kubelet.Endpoint(resource)
+}
+
+func (n *node) specFile(t *testing.T, id string) string {
+	name, err := cdi.FileName(cdi.DefaultKind, id)
+	require.NoError(t, err)
+	return filepath.Join(n.cdiDir, name)
+}
+
+func (n *node) get(t *testing.T, path string) (int, string) {
+	resp, err := http.Get(n.metrics + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func allocate(t *testing.T, e *kubelettest.Endpoint, ids ...string) (*pluginapi.ContainerAllocateResponse, error) {
+	resp, err := e.Client.Allocate(context.Background(), &pluginapi.AllocateRequest{
+		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.ContainerResponses[0], nil
+}
+
+func TestAgentServesCardsFromATree(t *testing.T) {
+	igpu := drmtest.IntelIGPU.WithNodes(1, 128)
+	amd := drmtest.AMDdGPU.WithNodes(2, 129)
+	n := startNode(t, "cdi-cri", "", drmtest.Simpledrm, igpu, amd)
+
+	i915 := n.endpoint(t, "dri-cdi.dev/i915")
+	require.Equal(t, map[string]string{igpu.ID(): pluginapi.Healthy}, i915.Health())
+	amdEP := n.endpoint(t, "dri-cdi.dev/amdgpu")
+	require.Equal(t, []*pluginapi.Device{{ID: amd.ID(), Health: pluginapi.Healthy, Topology: &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: 0}}}}}, amdEP.Devices())
+	require.Nil(t, n.kubelet.Endpoint("dri-cdi.dev/simple-framebuffer"), "display-only cards are not advertised")
+
+	resp, err := allocate(t, i915, igpu.ID())
+	require.NoError(t, err)
+	require.Equal(t, []*pluginapi.CDIDevice{{Name: "dri-cdi.dev/gpu=" + igpu.ID()}}, resp.CdiDevices)
+	devs, err := cdi.LoadDevices(n.cdiDir, cdi.DefaultKind)
+	require.NoError(t, err)
+	require.Contains(t, devs, igpu.ID(), "the CDI name must resolve")
+	require.NotContains(t, devs, drmtest.Simpledrm.ID())
+
+	require.Eventually(t, func() bool { code, _ := n.get(t, "/readyz"); return code == http.StatusOK }, wait, tick)
+	_, body := n.get(t, "/metrics")
+	require.Contains(t, body, `dri_cdi_agent_devices{health="healthy",resource="dri-cdi.dev/i915"} 1`)
+	require.Contains(t, body, `dri_cdi_agent_allocations_total{resource="dri-cdi.dev/i915"} 1`)
+	require.Contains(t, body, `dri_cdi_agent_registered{resource="dri-cdi.dev/amdgpu"} 1`)
+}
+
+func TestAgentDeliveryModes(t *testing.T) {
+	igpu := drmtest.IntelIGPU.WithNodes(0, 128)
+	for _, mode := range []string{"nri", "device-specs"} {
+		t.Run(mode, func(t *testing.T) {
+			n := startNode(t, mode, "", igpu)
+			ep := n.endpoint(t, "dri-cdi.dev/i915")
+			resp, err := allocate(t, ep, igpu.ID())
+			require.NoError(t, err)
+			require.Empty(t, resp.CdiDevices)
+			require.Len(t, resp.Annotations, 1)
+			if mode == "nri" {
+				require.Empty(t, resp.Devices)
+				return
+			}
+			var paths []string
+			for _, d := range resp.Devices {
+				require.Equal(t, "rw", d.Permissions)
+				require.True(t, strings.HasPrefix(d.HostPath, n.tree.Roots().Dev), d.HostPath)
+				paths = append(paths, d.ContainerPath)
+			}
+			require.Contains(t, paths, "/dev/dri/card0")
+			require.Contains(t, paths, "/dev/dri/renderD128")
+		})
+	}
+}
+
+func TestAgentHotplug(t *testing.T) {
+	igpu := drmtest.IntelIGPU.WithNodes(0, 128)
+	n := startNode(t, "cdi-cri", "", igpu)
+	i915 := n.endpoint(t, "dri-cdi.dev/i915")
+
+	// A new driver's first card: its spec exists by the time it is listed.
+	xe := drmtest.IntelXe.WithNodes(1, 129)
+	require.NoError(t, n.tree.Add(xe))
+	xeEP := n.endpoint(t, "dri-cdi.dev/xe")
+	require.FileExists(t, n.specFile(t, xe.ID()))
+	require.Equal(t, map[string]string{xe.ID(): pluginapi.Healthy}, xeEP.Health())
+
+	// A second card of a served driver.
+	igpu2 := drmtest.IntelIGPU.WithPCI("0000:00:03.0").WithNodes(2, 130)
+	require.NoError(t, n.tree.Add(igpu2))
+	require.Eventually(t, func() bool { return len(i915.Devices()) == 2 }, wait, tick)
+	require.FileExists(t, n.specFile(t, igpu2.ID()))
+
+	// Unbind: listed Unhealthy, spec kept, allocation refused.
+	require.NoError(t, n.tree.Unbind(igpu2.ID()))
+	require.Eventually(t, func() bool { return i915.Health()[igpu2.ID()] == pluginapi.Unhealthy }, wait, tick)
+	require.FileExists(t, n.specFile(t, igpu2.ID()))
+	_, err := allocate(t, i915, igpu2.ID())
+	require.ErrorContains(t, err, "unhealthy device")
+
+	// Rebind: Healthy again.
+	require.NoError(t, n.tree.Rebind(igpu2.ID()))
+	require.Eventually(t, func() bool { return i915.Health()[igpu2.ID()] == pluginapi.Healthy }, wait, tick)
+	_, err = allocate(t, i915, igpu2.ID())
+	require.NoError(t, err)
+
+	// Removal: gone from the list, then from the specs.
+	require.NoError(t, n.tree.Remove(igpu2.ID()))
+	require.Eventually(t, func() bool { return len(i915.Devices()) == 1 }, wait, tick)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(n.specFile(t, igpu2.ID()))
+		return os.IsNotExist(err)
+	}, wait, tick)
+
+	// The last card of a resource: it stays registered with an empty list.
+	require.NoError(t, n.tree.Remove(xe.ID()))
+	require.Eventually(t, func() bool { return len(xeEP.Devices()) == 0 }, wait, tick)
+	require.False(t, xeEP.Ended())
+}
+
+func TestAgentKubeletRestart(t *testing.T) {
+	igpu := drmtest.IntelIGPU.WithNodes(0, 128)
+	n := startNode(t, "cdi-cri", "", igpu)
+	n.endpoint(t, "dri-cdi.dev/i915")
+	require.NoError(t, n.kubelet.Restart(true))
+	ep := n.endpoint(t, "dri-cdi.dev/i915")
+	require.Equal(t, map[string]string{igpu.ID(): pluginapi.Healthy}, ep.Health())
+	_, err := allocate(t, ep, igpu.ID())
+	require.NoError(t, err)
+}
+
+func TestAgentConfiguredPool(t *testing.T) {
+	igpu := drmtest.IntelIGPU.WithNodes(0, 128)
+	n := startNode(t, "cdi-cri", "pools:\n- resource: gpu.intel.com/i915\n  drivers: [i915]\n  replicas: 2\n", igpu)
+	ep := n.endpoint(t, "gpu.intel.com/i915")
+	require.Len(t, ep.Devices(), 2)
+	_, err := allocate(t, ep, igpu.ID()+"::0", igpu.ID()+"::1")
+	require.ErrorContains(t, err, "two replicas of one card")
+	resp, err := allocate(t, ep, igpu.ID()+"::1")
+	require.NoError(t, err)
+	require.Equal(t, []*pluginapi.CDIDevice{{Name: "dri-cdi.dev/gpu=" + igpu.ID()}}, resp.CdiDevices)
+}
+
+func TestAgentShutdown(t *testing.T) {
+	igpu := drmtest.IntelIGPU.WithNodes(0, 128)
+	n := startNode(t, "cdi-cri", "", igpu)
+	ep := n.endpoint(t, "dri-cdi.dev/i915")
+	n.cancel()
+	select {
+	case err := <-n.done:
+		require.NoError(t, err)
+		n.done <- err
+	case <-time.After(wait):
+		t.Fatal("agent did not stop")
+	}
+	require.Eventually(t, ep.Ended, wait, tick)
+	require.Len(t, ep.Devices(), 1, "no empty list on shutdown")
+	entries, err := os.ReadDir(n.kubelet.Dir())
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.False(t, strings.HasPrefix(e.Name(), "dri-cdi-"), "socket %s left behind", e.Name())
+	}
+	require.FileExists(t, n.specFile(t, igpu.ID()), "specs stay for containers that use them")
+}

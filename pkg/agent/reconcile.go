@@ -1,0 +1,252 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+)
+
+// Discoverer finds the node's cards.
+type Discoverer interface {
+	Discover() (*drm.Inventory, error)
+}
+
+// DiscoverFunc lets a function be a Discoverer.
+type DiscoverFunc func() (*drm.Inventory, error)
+
+// Discover calls f.
+func (f DiscoverFunc) Discover() (*drm.Inventory, error) { return f() }
+
+// SpecStore keeps the CDI spec files equal to a set of cards.
+type SpecStore interface {
+	Sync(cards []drm.Card) (changed bool, err error)
+}
+
+// Publisher advertises pools to the kubelet.
+type Publisher interface {
+	Update(pools []config.Pool, unhealthy map[string]bool) error
+}
+
+// known is a card the agent tracks, with its last discovered data.
+type known struct {
+	card    drm.Card
+	healthy bool
+}
+
+// Reconciler turns one discovery pass into spec files and device lists,
+// in an order that keeps every advertised device resolvable:
+//
+//  1. specs for every card advertised before or after (new cards get
+//     their spec before they are listed);
+//  2. the device lists;
+//  3. specs without the cards that left the lists (removed cards leave
+//     the lists before their spec goes).
+//
+// A card that discovery no longer reports but whose sysfs device still
+// exists (its driver unbound, or its nodes are gone) stays listed as
+// Unhealthy with its spec, so CDI names the kubelet checkpointed keep
+// resolving; it turns Healthy when discovery reports it again. A card
+// whose sysfs device is gone is removed.
+//
+// Reconciler is not safe for concurrent use; the agent calls it from one
+// goroutine.
+type Reconciler struct {
+	cfg     *config.Config
+	disc    Discoverer
+	specs   SpecStore
+	pub     Publisher
+	log     *logrus.Entry
+	metrics *metrics.Agent
+	// exists reports whether a sysfs path is still there.
+	exists func(path string) bool
+
+	known      map[string]known
+	advertised map[string]bool
+	skipped    string
+}
+
+// NewReconciler builds a Reconciler; met may be nil.
+func NewReconciler(cfg *config.Config, disc Discoverer, specs SpecStore, pub Publisher, log *logrus.Entry, met *metrics.Agent) *Reconciler {
+	return &Reconciler{
+		cfg: cfg, disc: disc, specs: specs, pub: pub, log: log, metrics: met,
+		exists: func(p string) bool {
+			_, err := os.Lstat(p)
+			return err == nil
+		},
+		known:      map[string]known{},
+		advertised: map[string]bool{},
+	}
+}
+
+// Reconcile runs one pass; trigger names its cause for metrics and logs.
+// On a discovery error nothing changes. On a spec error, cards whose spec
+// may be missing are not advertised (cards already advertised stay, with
+// their health), and the error is returned so the caller retries.
+func (r *Reconciler) Reconcile(trigger string) error {
+	inv, err := r.disc.Discover()
+	if err != nil {
+		r.metrics.Error("discovery")
+		return fmt.Errorf("discover cards: %w", err)
+	}
+	r.metrics.Discovery(trigger, len(inv.Skipped))
+	r.logSkipped(inv.Skipped)
+
+	next := make(map[string]known, len(inv.Cards))
+	for _, c := range inv.Cards {
+		next[c.ID] = known{card: c, healthy: true}
+		old, ok := r.known[c.ID]
+		switch {
+		case !ok:
+			r.log.WithFields(cardFields(&c)).Info("card found")
+		case !old.healthy:
+			r.log.WithFields(cardFields(&c)).Info("card healthy again")
+		}
+	}
+	for id, k := range r.known {
+		if _, ok := next[id]; ok {
+			continue
+		}
+		if k.card.SysfsPath != "" && r.exists(k.card.SysfsPath) {
+			if k.healthy {
+				r.log.WithFields(cardFields(&k.card)).Warn("card unhealthy: its driver unbound or its nodes are gone")
+			}
+			next[id] = known{card: k.card, healthy: false}
+			continue
+		}
+		r.log.WithFields(cardFields(&k.card)).Info("card removed")
+	}
+
+	cards := make([]drm.Card, 0, len(next))
+	unhealthy := map[string]bool{}
+	for id, k := range next {
+		cards = append(cards, k.card)
+		if !k.healthy {
+			unhealthy[id] = true
+		}
+	}
+	slices.SortFunc(cards, func(a, b drm.Card) int { return strings.Compare(a.ID, b.ID) })
+	pools := r.cfg.Assign(cards)
+	nextAdv := advertisedIn(pools)
+
+	// 1. Specs for the union: new cards appear, nothing goes yet.
+	union := make([]drm.Card, 0, len(cards))
+	for _, c := range cards {
+		if nextAdv[c.ID] {
+			union = append(union, c)
+		}
+	}
+	for id := range r.advertised {
+		if !nextAdv[id] {
+			if k, ok := r.known[id]; ok {
+				union = append(union, k.card)
+			}
+		}
+	}
+	slices.SortFunc(union, func(a, b drm.Card) int { return strings.Compare(a.ID, b.ID) })
+	changed, specErr := r.specs.Sync(union)
+	r.metrics.SpecSync(changed, specErr)
+	if specErr != nil {
+		r.metrics.Error("specs")
+		specErr = fmt.Errorf("write CDI specs: %w", specErr)
+		pools = keepOnly(pools, r.advertised)
+		nextAdv = advertisedIn(pools)
+	}
+
+	// 2. Device lists.
+	if err := r.pub.Update(pools, unhealthy); err != nil {
+		r.metrics.Error("server")
+		r.log.WithError(err).Warn("cannot serve every resource yet; retrying")
+	}
+	dropped := len(union) > len(nextAdv)
+	r.known, r.advertised = next, nextAdv
+	if specErr != nil {
+		return specErr
+	}
+
+	// 3. Specs without the cards that left the lists.
+	if dropped {
+		keep := make([]drm.Card, 0, len(nextAdv))
+		for _, c := range union {
+			if nextAdv[c.ID] {
+				keep = append(keep, c)
+			}
+		}
+		changed, err := r.specs.Sync(keep)
+		r.metrics.SpecSync(changed, err)
+		if err != nil {
+			r.metrics.Error("specs")
+			return fmt.Errorf("remove CDI specs of removed cards: %w", err)
+		}
+	}
+	return nil
+}
+
+// Advertised returns the IDs of the cards in the device lists, sorted.
+func (r *Reconciler) Advertised() []string {
+	out := make([]string, 0, len(r.advertised))
+	for id := range r.advertised {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func advertisedIn(pools []config.Pool) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range pools {
+		for _, c := range p.Cards {
+			out[c.ID] = true
+		}
+	}
+	return out
+}
+
+// keepOnly removes from pools every card not in ids.
+func keepOnly(pools []config.Pool, ids map[string]bool) []config.Pool {
+	out := make([]config.Pool, len(pools))
+	for i, p := range pools {
+		out[i] = p
+		out[i].Cards = nil
+		for _, c := range p.Cards {
+			if ids[c.ID] {
+				out[i].Cards = append(out[i].Cards, c)
+			}
+		}
+	}
+	return out
+}
+
+func cardFields(c *drm.Card) logrus.Fields {
+	return logrus.Fields{"card": c.ID, "name": c.Name, "driver": c.Driver}
+}
+
+// logSkipped warns about malformed entries when the set changes, so a
+// permanent problem is not repeated on every resync.
+func (r *Reconciler) logSkipped(skipped []error) {
+	msgs := make([]string, 0, len(skipped))
+	for _, e := range skipped {
+		msgs = append(msgs, e.Error())
+	}
+	joined := strings.Join(msgs, "\n")
+	if joined == r.skipped {
+		return
+	}
+	r.skipped = joined
+	for _, e := range skipped {
+		r.log.WithError(e).Warn("DRM entry skipped")
+	}
+	if len(skipped) == 0 {
+		r.log.Info("no DRM entries skipped any more")
+	}
+}
+
+// errNotReady is returned by the ready check before the first pass.
+var errNotReady = errors.New("first discovery not done")

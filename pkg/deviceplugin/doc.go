@@ -1,0 +1,43 @@
+// Package deviceplugin serves DRM cards to the kubelet through the device
+// plugin API (v1beta1): one gRPC server and one registration per
+// resource (pool).
+//
+// # Devices
+//
+// A pool advertises each card once with its stable card ID, or Replicas
+// times as "<card ID>::<n>" (see pkg/alloc). Every ListAndWatch message
+// carries the whole list, sorted, with the card's NUMA node as topology
+// when known. Cards the caller marks unhealthy stay listed as Unhealthy.
+//
+// # Allocate
+//
+// Allocate answers from a snapshot computed when the inventory changes;
+// it reads no files. Every container gets the allocation annotation
+// (pkg/alloc.Annotation) and, by Delivery:
+//
+//   - cdi-cri: one CDI device name per card (replicas of a card share it);
+//   - nri: nothing else, the NRI plugin injects the nodes;
+//   - device-specs: a DeviceSpec (rw) for every node of each card.
+//
+// Unknown, duplicated and unhealthy IDs are refused, and so are two
+// replicas of one card in one container unless the pool allows it.
+//
+// # GetPreferredAllocation
+//
+// Must-include IDs come first; then distinct physical cards before a
+// second replica of a chosen card; then cards on one NUMA node; then the
+// least loaded card.
+//
+// # Lifecycle
+//
+// Manager serves a resource on
+// <kubelet dir>/dri-cdi-<resource>-<instance>.sock as soon as its pool has
+// a card, then registers it with kubelet.sock (the kubelet dials back
+// first, so the server is up before Register). It watches the kubelet dir
+// with inotify: when kubelet.sock is a new file, or our socket is gone
+// (the kubelet deletes every socket when it restarts), the server is
+// restarted and registered again, retrying with backoff. A resource that
+// loses all its cards keeps serving an empty list. On shutdown the
+// streams end without a last message, so the kubelet never receives an
+// empty list because the agent stops.
+package deviceplugin

@@ -1,0 +1,113 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAgentMetrics(t *testing.T) {
+	a := NewAgent("v1.2.3")
+	a.SetDevices("dri-cdi.dev/i915", 3, 1)
+	a.Allocation("dri-cdi.dev/i915")
+	a.AllocationError("dri-cdi.dev/i915", "unknown_device")
+	a.Registration("dri-cdi.dev/i915", nil)
+	a.Registration("dri-cdi.dev/xe", errors.New("no kubelet"))
+	a.SpecSync(true, nil)
+	a.SpecSync(false, nil)
+	a.SpecSync(false, errors.New("disk full"))
+	a.Discovery("startup", 2)
+	a.Error("uevent")
+	a.Reconciled(30 * time.Millisecond)
+
+	require.Equal(t, 3.0, testutil.ToFloat64(a.devices.WithLabelValues("dri-cdi.dev/i915", "healthy")))
+	require.Equal(t, 1.0, testutil.ToFloat64(a.devices.WithLabelValues("dri-cdi.dev/i915", "unhealthy")))
+	require.Equal(t, 1.0, testutil.ToFloat64(a.registered.WithLabelValues("dri-cdi.dev/i915")))
+	require.Equal(t, 0.0, testutil.ToFloat64(a.registered.WithLabelValues("dri-cdi.dev/xe")))
+	require.Equal(t, 1.0, testutil.ToFloat64(a.specSyncs.WithLabelValues("error")))
+	require.Equal(t, 2.0, testutil.ToFloat64(a.skipped))
+
+	expected := `
+# HELP dri_cdi_agent_allocation_errors_total Container allocations refused, per resource and reason.
+# TYPE dri_cdi_agent_allocation_errors_total counter
+dri_cdi_agent_allocation_errors_total{reason="unknown_device",resource="dri-cdi.dev/i915"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(a.Registry, strings.NewReader(expected), "dri_cdi_agent_allocation_errors_total"))
+	n, err := testutil.GatherAndCount(a.Registry, "dri_cdi_agent_build_info", "process_resident_memory_bytes")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+}
+
+func TestNilAgentIsSafe(t *testing.T) {
+	var a *Agent
+	a.SetDevices("x/y", 1, 1)
+	a.Allocation("x/y")
+	a.AllocationError("x/y", "r")
+	a.PreferredAllocation("x/y")
+	a.ListAndWatchSent("x/y")
+	a.Registration("x/y", nil)
+	a.Unregistered("x/y")
+	a.SpecSync(true, nil)
+	a.Error("c")
+	a.Discovery("t", 0)
+	a.Reconciled(time.Second)
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func TestServe(t *testing.T) {
+	a := NewAgent("test")
+	a.Allocation("dri-cdi.dev/i915")
+	var ready atomic.Bool
+	check := func() error {
+		if !ready.Load() {
+			return errors.New("not registered yet")
+		}
+		return nil
+	}
+
+	l, err := Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, l, Handler(a.Registry, check), logrus.NewEntry(logrus.New())) }()
+	base := "http://" + l.Addr().String()
+
+	code, body := get(t, base+"/healthz")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok\n", body)
+	code, body = get(t, base+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "not registered yet")
+	ready.Store(true)
+	code, _ = get(t, base+"/readyz")
+	require.Equal(t, http.StatusOK, code)
+	code, body = get(t, base+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `dri_cdi_agent_allocations_total{resource="dri-cdi.dev/i915"} 1`)
+
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestListenBadAddress(t *testing.T) {
+	_, err := Listen("not an address")
+	require.ErrorContains(t, err, `"not an address"`)
+}
