@@ -18,9 +18,9 @@ var ErrChecksFailed = errors.New("doctor: at least one check failed")
 // EnvPrefix is the environment variable prefix of the doctor's flags.
 const EnvPrefix = "DRI_CDI"
 
-// RegisterFlags adds the doctor's flags to fs, with opts' current values
-// as defaults, writing into opts and format.
-func RegisterFlags(fs *flag.FlagSet, opts *Options, format *string) {
+// RegisterFlags adds the doctor's path and mode flags to fs, with opts'
+// current values as defaults, writing into opts.
+func RegisterFlags(fs *flag.FlagSet, opts *Options) {
 	fs.StringVar(&opts.Root, "host-root", opts.Root, "where the host's filesystem is mounted (e.g. /host in a debug pod); every other path is looked up below it")
 	fs.StringVar(&opts.ContainerdConfig, "containerd-config", opts.ContainerdConfig, "containerd config file (default: the first that exists of /etc/containerd/config.toml and the k3s and RKE2 ones)")
 	fs.StringVar(&opts.ContainerdVersion, "containerd-version", opts.ContainerdVersion, "containerd version, as `containerd --version` prints it (some settings differ between versions)")
@@ -32,7 +32,6 @@ func RegisterFlags(fs *flag.FlagSet, opts *Options, format *string) {
 	fs.StringVar(&opts.SysfsRoot, "sysfs-root", opts.SysfsRoot, "sysfs mount point")
 	fs.StringVar(&opts.DevRoot, "dev-root", opts.DevRoot, "devfs mount point")
 	fs.StringVar(&opts.Delivery, "delivery", opts.Delivery, "the agent's delivery mode: cdi-cri, nri or device-specs")
-	fs.StringVar(format, "o", *format, "output format: text or json")
 }
 
 // Command is the `dri-cdi doctor` subcommand: it parses args (flags and
@@ -42,7 +41,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	opts, format := DefaultOptions(), "text"
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	RegisterFlags(fs, &opts, &format)
+	RegisterFlags(fs, &opts)
+	fs.StringVar(&format, "o", format, "output format: text or json")
 	flagenv.Usage(fs, EnvPrefix)
 	if err := fs.Parse(args); err != nil {
 		return err
