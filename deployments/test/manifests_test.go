@@ -11,6 +11,8 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -350,16 +352,11 @@ func TestPodSpec(t *testing.T) {
 			}
 			require.NotNil(t, vol, "config volume")
 			require.Equal(t, cm.Name, vol.ConfigMap.Name, "the pod mounts the rendered ConfigMap")
-			var cfg struct {
-				CDIKind      string `json:"cdiKind"`
-				DefaultPools bool   `json:"defaultPools"`
-				Pools        []struct {
-					Resource string   `json:"resource"`
-					Drivers  []string `json:"drivers"`
-				} `json:"pools"`
-			}
-			require.NoError(t, yaml.UnmarshalStrict([]byte(cm.Data["config.yaml"]), &cfg))
-			require.Equal(t, "dri-cdi.dev/gpu", cfg.CDIKind)
+			// The agent and the NRI plugin load the file with pkg/config:
+			// it must pass the same strict parse and validation.
+			cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
+			require.NoError(t, err, "config.yaml")
+			require.Equal(t, "dri-cdi.dev/gpu", cfg.Kind())
 			require.True(t, cfg.DefaultPools)
 			var pools []string
 			for _, p := range cfg.Pools {
