@@ -213,6 +213,12 @@ func TestCheck(t *testing.T) {
 			wantIn:      map[string]string{"containerd.cdi": "ignored"},
 			recommended: DeliveryCDICRI,
 		},
+		"containerd 2.3 with enable_cdi = false": {
+			node:        node{config: "v3-enable-cdi-false.toml", version: "2.3.1", cgroup: "v2"},
+			want:        map[string]Status{"containerd.cdi": Warn, "delivery": Warn},
+			wantIn:      map[string]string{"containerd.cdi": "containerd config dump"},
+			recommended: DeliveryNRI,
+		},
 		"enable_cdi = false, version unknown": {
 			node:        node{config: "v3-enable-cdi-false.toml", cgroup: "v2"},
 			want:        map[string]Status{"containerd.cdi": Fail},

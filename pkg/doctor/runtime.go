@@ -113,6 +113,9 @@ func (d *doctor) checkCDI(cfg *containerdConfig, ver semver) tri {
 		} else {
 			d.add("containerd.cdi", OK, fmt.Sprintf("CDI is always on in containerd %d.%d", ver.major, ver.minor), "")
 		}
+	case ver.known() && ver.atLeast(2, 3) && cfg.EnableCDI != nil && !*cfg.EnableCDI:
+		d.add("containerd.cdi", Warn, fmt.Sprintf("enable_cdi = false: containerd 2.2 deprecated the key and 2.4 ignores it; whether %d.%d still honours it is not known here", ver.major, ver.minor),
+			"remove enable_cdi = false; if `containerd config dump` still lists enable_cdi = false, CDI is off: deploy with --delivery nri")
 	case cfg.EnableCDI != nil && *cfg.EnableCDI:
 		on = yes
 		msg := "enable_cdi = true"
