@@ -410,6 +410,7 @@ func TestParseVersion(t *testing.T) {
 		"plain":          {"2.4.2", semver{2, 4}, false},
 		"v prefix":       {"v1.7.27", semver{1, 7}, false},
 		"--version line": {"containerd github.com/containerd/containerd/v2 v2.3.1 1a2b3c", semver{2, 3}, false},
+		"ctr version":    {"  Version:  v2.0.5-k3s1", semver{2, 0}, false},
 		"garbage":        {"latest", semver{}, true},
 	}
 	for name, tc := range cases {
