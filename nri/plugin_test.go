@@ -423,3 +423,51 @@ func TestHealthAndReadiness(t *testing.T) {
 	empty := nri.NewSpecStore(os.TempDir(), kind, nil, nil, logrus.NewEntry(logrus.New()))
 	require.ErrorContains(t, r.plugin.Readyz(empty)(), "CDI specs")
 }
+
+// TestRuntimeThatNeverAnswers: a socket that accepts but never completes
+// the registration must not hold the plugin; once a real runtime listens
+// there, the plugin registers.
+func TestRuntimeThatNeverAnswers(t *testing.T) {
+	r := newRig(t)
+	l, err := net.Listen("unix", r.nriSock)
+	require.NoError(t, err)
+	var held []net.Conn
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() {
+		runDone <- r.plugin.Run(ctx, nri.ConnectConfig{
+			Socket: r.nriSock, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+			RegistrationTimeout: 100 * time.Millisecond,
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-runDone)
+	})
+	require.Eventually(t, func() bool {
+		return metric(t, r.plugin.Metrics().Registry(), "dri_cdi_nri_reconnects_total") >= 2
+	}, waitFor, tick)
+
+	require.NoError(t, l.Close())
+	<-acceptDone
+	for _, c := range held {
+		_ = c.Close()
+	}
+	_ = os.Remove(r.nriSock)
+	r.startRuntime()
+	r.waitRegistered()
+	_, err = r.create(pod("plain"), container("app"))
+	require.NoError(t, err)
+}

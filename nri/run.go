@@ -69,8 +69,8 @@ func (c *ConnectConfig) setDefaults() {
 // Run connects the plugin to the runtime and serves it until ctx is done.
 // When the connection fails or closes, for example because the runtime
 // restarted, it connects again after a backoff that starts at MinBackoff,
-// doubles up to MaxBackoff and starts over after a successful
-// registration. A plugin the runtime launched itself (NRI_PLUGIN_SOCKET
+// doubles up to MaxBackoff and starts over after a registration that
+// lasted longer than MaxBackoff. A plugin the runtime launched itself (NRI_PLUGIN_SOCKET
 // set) cannot reconnect: Run returns when its connection closes, and the
 // runtime launches it again when it restarts. Run returns nil when ctx
 // ends, and an error only for an invalid configuration or a closed
@@ -100,6 +100,7 @@ func (p *Plugin) Run(ctx context.Context, cfg ConnectConfig) error {
 
 	delay := cfg.MinBackoff
 	for {
+		start := time.Now()
 		registered, err := p.runOnce(ctx, cfg, log, preRegistered)
 		p.setDisconnected()
 		if ctx.Err() != nil {
@@ -112,7 +113,9 @@ func (p *Plugin) Run(ctx context.Context, cfg ConnectConfig) error {
 			}
 			return fmt.Errorf("pre-registered NRI connection: %w", err)
 		}
-		if registered {
+		// A connection that lasted starts the backoff over; one the runtime
+		// keeps dropping right after registration does not.
+		if registered && time.Since(start) > cfg.MaxBackoff {
 			delay = cfg.MinBackoff
 		}
 		p.metrics.reconnects.Inc()

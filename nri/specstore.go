@@ -8,27 +8,21 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
 
 // LoadFunc reads the nodes of every card from the CDI spec files of kind in
 // dir, by card ID; cdi.LoadDevices is one.
 type LoadFunc func(dir, kind string) (map[string][]drm.DeviceNode, error)
 
-const (
-	// debounce coalesces the events of one spec update (temp file,
-	// rename, ...) into one reload.
-	debounce = 100 * time.Millisecond
-	// dirRetry is how often a missing spec directory is looked for.
-	dirRetry = 2 * time.Second
-)
-
-var errDirGone = errors.New("CDI spec directory removed")
+// debounce coalesces the events of one spec update (temp file, rename,
+// ...) into one reload.
+const debounce = 100 * time.Millisecond
 
 // SpecStore is the DeviceSource of the plugin: the card nodes of our CDI
 // specs, held in memory. Reload and Watch read the directory; Nodes never
@@ -40,7 +34,6 @@ type SpecStore struct {
 	log       *logrus.Entry
 
 	cards atomic.Pointer[map[string][]drm.DeviceNode]
-	retry time.Duration // how often a missing directory is looked for
 }
 
 // NewSpecStore returns a store of the specs of kind in dir. It holds no
@@ -49,7 +42,7 @@ func NewSpecStore(dir, kind string, load LoadFunc, metrics *Metrics, log *logrus
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
-	return &SpecStore{dir: dir, kind: kind, load: load, metrics: metrics, log: log.WithField("cdiDir", dir), retry: dirRetry}
+	return &SpecStore{dir: dir, kind: kind, load: load, metrics: metrics, log: log.WithField("cdiDir", dir)}
 }
 
 // Nodes returns the nodes of a card as last loaded.
@@ -87,6 +80,9 @@ func (s *SpecStore) Reload() error {
 	}
 	cards := make(map[string][]drm.DeviceNode, len(m))
 	for id, nodes := range m {
+		if id == allDevice {
+			continue // never allocated, never injected
+		}
 		own := make([]drm.DeviceNode, len(nodes))
 		for i, n := range nodes {
 			own[i] = fromHost(n)
@@ -125,79 +121,17 @@ func fromHost(n drm.DeviceNode) drm.DeviceNode {
 	return n
 }
 
-// Watch loads the specs and reloads them whenever a file in the directory
-// changes, until ctx ends. A missing directory is waited for.
+// Watch loads the specs and reloads them whenever an entry of the
+// directory changes, until ctx ends. A missing directory is waited for.
+// Spec files are replaced by rename, as the agent writes them.
 func (s *SpecStore) Watch(ctx context.Context) error {
-	for {
-		err := s.watchDir(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil && !errors.Is(err, errDirGone) {
-			s.log.WithError(err).Warn("watching the CDI spec directory")
-		}
-		t := time.NewTimer(s.retry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MODIFY | unix.IN_CLOSE_WRITE |
-	unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF |
-	unix.IN_ONLYDIR
-
-const goneMask = unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_IGNORED | unix.IN_UNMOUNT
-
-// watchDir watches the directory until ctx ends or it goes away.
-func (s *SpecStore) watchDir(ctx context.Context) error {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	w, err := watch.NewDirWatcher(s.log, s.dir)
 	if err != nil {
-		return fmt.Errorf("inotify: %w", err)
+		return fmt.Errorf("failed to watch CDI spec directory %s: %w", s.dir, err)
 	}
-	f := os.NewFile(uintptr(fd), "inotify")
-	defer func() { _ = f.Close() }()
-	if _, err := unix.InotifyAddWatch(fd, s.dir, watchMask); err != nil {
-		// Load what is there (nothing, when the directory is missing).
-		s.reloadLogged()
-		if errors.Is(err, unix.ENOENT) {
-			return errDirGone
-		}
-		return fmt.Errorf("inotify watch %s: %w", s.dir, err)
-	}
+	defer func() { _ = w.Close() }()
 	// Loading after the watch is in place misses no change.
 	s.reloadLogged()
-
-	stop := make(chan struct{})
-	defer close(stop)
-	events := make(chan bool, 1) // true: the directory is gone
-	readErr := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := f.Read(buf)
-			if err != nil {
-				readErr <- err
-				return
-			}
-			gone := false
-			for off := 0; off+unix.SizeofInotifyEvent <= n; {
-				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-				if ev.Mask&goneMask != 0 {
-					gone = true
-				}
-				off += unix.SizeofInotifyEvent + int(ev.Len)
-			}
-			select {
-			case events <- gone:
-			case <-stop:
-				return
-			}
-		}
-	}()
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -206,12 +140,9 @@ func (s *SpecStore) watchDir(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-readErr:
-			return fmt.Errorf("inotify read: %w", err)
-		case gone := <-events:
-			if gone {
-				s.reloadLogged()
-				return errDirGone
+		case _, ok := <-w.Events():
+			if !ok {
+				return fmt.Errorf("watching CDI spec directory %s stopped", s.dir)
 			}
 			timer.Reset(debounce)
 		case <-timer.C:

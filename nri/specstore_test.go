@@ -63,9 +63,7 @@ func writeSpec(t *testing.T, dir, card string, content any) {
 }
 
 func newStore(t *testing.T, dir string) *SpecStore {
-	s := NewSpecStore(dir, testKind, jsonLoad, nil, logrus.NewEntry(logrus.New()))
-	s.retry = 10 * time.Millisecond
-	return s
+	return NewSpecStore(dir, testKind, jsonLoad, nil, logrus.NewEntry(logrus.New()))
 }
 
 func hasNodes(s *SpecStore, card string, n int) func() bool {
@@ -88,10 +86,13 @@ func TestSpecStoreReload(t *testing.T) {
 
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	writeSpec(t, dir, cardA, testSource[cardA])
+	writeSpec(t, dir, allDevice, append(append([]drm.DeviceNode{}, testSource[cardA]...), testSource[cardB]...))
 	require.NoError(t, s.Reload())
 	nodes, ok := s.Nodes(cardA)
 	require.True(t, ok)
 	require.Equal(t, testSource[cardA], nodes)
+	_, ok = s.Nodes(allDevice)
+	require.False(t, ok, "the all device is never injected")
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.specCards))
 
 	// One unusable file: the good ones are used, the error names the bad one.
