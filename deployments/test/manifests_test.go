@@ -456,10 +456,12 @@ func TestSecurityContext(t *testing.T) {
 					v.paths.nriDir:          {true, corev1.HostPathDirectoryOrCreate},
 					v.paths.podResourcesDir: {true, corev1.HostPathDirectory},
 					v.paths.cdiDir:          {true, corev1.HostPathDirectoryOrCreate},
+					"/dev/dri":              {true, corev1.HostPathDirectoryOrCreate},
 				},
 			}
 			if v.kfd {
 				wantMounts["agent"]["/dev/kfd"] = mount{true, corev1.HostPathCharDev}
+				wantMounts["nri"]["/dev/kfd"] = mount{true, corev1.HostPathCharDev}
 			}
 			used := map[string]bool{}
 			for _, c := range spec.Containers {
