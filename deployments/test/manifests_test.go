@@ -121,7 +121,6 @@ var variants = map[string]variant{
 		}
 		v.agentPort, v.nriPort = 19470, 19471
 		v.serviceMonitor = true
-		v.namespace = true
 		v.image = "registry.example.com/mirror/dri-cdi:v0.1.0-patched"
 		v.priorityClass = "system-cluster-critical"
 	}),
