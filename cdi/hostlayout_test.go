@@ -92,13 +92,20 @@ func containerdBaseSpec(uid, gid uint32) *oci.Spec {
 // default.
 func writeLayoutSpecs(t *testing.T, layout string) (dir string, roots drm.Roots) {
 	t.Helper()
+	dir, roots, _ = writeLayoutSpecsOf(t, layout, false)
+	return dir, roots
+}
+
+// writeLayoutSpecsOf is writeLayoutSpecs, for every card when
+// displayOnly; it also returns the cards written.
+func writeLayoutSpecsOf(t *testing.T, layout string, displayOnly bool) (dir string, roots drm.Roots, advertised []drm.Card) {
+	t.Helper()
 	roots, err := hostlayout.Build(t.TempDir(), layout)
 	require.NoError(t, err)
 	inv, err := drm.Discover(roots)
 	require.NoError(t, err)
-	var advertised []drm.Card
 	for _, c := range inv.Cards {
-		if !c.DisplayOnly() {
+		if displayOnly || !c.DisplayOnly() {
 			advertised = append(advertised, c)
 		}
 	}
@@ -107,7 +114,39 @@ func writeLayoutSpecs(t *testing.T, layout string) (dir string, roots drm.Roots)
 	require.NoError(t, err)
 	_, err = w.Sync(advertised)
 	require.NoError(t, err)
-	return dir, roots
+	return dir, roots, advertised
+}
+
+// TestHostLayoutDisplayOnlySpecsInject writes specs for every card of
+// the layouts, display-only ones included (as a pool with
+// includeDisplayOnly does), and injects each: a display-only card gives
+// its card node and by-path link, nothing else.
+func TestHostLayoutDisplayOnlySpecsInject(t *testing.T) {
+	drmtest.SkipUnlessRoot(t)
+	for _, layout := range []string{"hybrid-laptop-boot", "qemu-virtio-gpu", "server-flex-bmc", "arm-rk3399", "legacy-mgag200"} {
+		t.Run(layout, func(t *testing.T) {
+			dir, _, cards := writeLayoutSpecsOf(t, layout, true)
+			cache, err := cdilib.NewCache(cdilib.WithSpecDirs(dir), cdilib.WithAutoRefresh(false))
+			require.NoError(t, err)
+			require.Empty(t, cache.GetErrors())
+			displayOnly := 0
+			for _, c := range cards {
+				var expect []wantNode
+				for _, n := range c.Nodes() {
+					expect = append(expect, wantNode{n.Path, int64(n.Major), int64(n.Minor)})
+				}
+				if c.DisplayOnly() {
+					displayOnly++
+					require.Len(t, expect, 2, "%s: card node and its by-path link", c.ID)
+				}
+				spec := containerdBaseSpec(1000, 1000)
+				_, err := cache.InjectDevices(spec, cdi.QualifiedName(cdi.DefaultKind, c.ID))
+				require.NoError(t, err)
+				checkInjected(t, spec, expect, 1000)
+			}
+			require.Positive(t, displayOnly)
+		})
+	}
 }
 
 // TestHostLayoutSpecsInject loads the specs written for real host
