@@ -6,14 +6,14 @@ OUT := _output
 PKG := github.com/dri-cdi/dri-cdi
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X $(PKG)/pkg/version.Version=$(VERSION)
-CMDS := dri-cdi dri-cdi-agent dri-cdi-nri
+CMDS := $(notdir $(patsubst %/main.go,%,$(wildcard cmd/*/main.go)))
 PLATFORMS := linux/amd64 linux/arm64
 
 .DEFAULT_GOAL := help
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build dri-cdi, dri-cdi-agent and dri-cdi-nri into bin/
@@ -29,8 +29,12 @@ build-cross: ## Cross-compile static binaries for linux/amd64 and linux/arm64 in
 	done
 
 .PHONY: test
-test: fmt-check vet ## Unit tests (race detector), gofmt and go vet
+test: fmt-check vet test-deployments ## Unit tests (race detector), gofmt, go vet, manifest render tests
 	$(GO) test -race -count=1 ./...
+
+.PHONY: test-deployments
+test-deployments: ## Render kustomize + Helm offline, strict-decode, golden files, security contexts
+	cd deployments/test && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: fmt-check
 fmt-check:
@@ -47,6 +51,7 @@ lint: fmt-check vet ## gofmt, go vet and staticcheck
 .PHONY: mod-check
 mod-check: ## go mod tidy must leave go.mod and go.sum unchanged
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+	cd deployments/test && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s)
@@ -54,6 +59,14 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s)
 	  for f in $$($(GO) test -list 'Fuzz.*' $$p | grep '^Fuzz'); do \
 	    echo "fuzz $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-10s} $$p || exit 1; \
 	  done; done
+
+IMAGE ?= ghcr.io/dri-cdi/dri-cdi
+IMAGE_TAG ?= $(VERSION)
+
+.PHONY: image
+image: ## Build the container image for linux/amd64 and linux/arm64 (docker buildx)
+	docker buildx build -f deployments/container/Dockerfile --platform linux/amd64,linux/arm64 \
+	  --build-arg VERSION=$(VERSION) -t $(IMAGE):$(IMAGE_TAG) .
 
 .PHONY: clean
 clean: ## Remove build output

@@ -201,10 +201,31 @@ func validateCardID(id string) error {
 // fail when the host path cannot be inspected (for instance from inside a
 // runtime whose /dev differs); "rw" grants read and write in the device
 // cgroup without "m" (mknod), which the container never needs.
+//
+// A /dev/dri/by-path link becomes a node of its own (the container gets
+// the link's path as a device node), but its hostPath is the card's node
+// with the same numbers: fillMissingInfo inspects hostPath with lstat,
+// and a symlink would give it no mode to copy.
 func deviceNodes(c *drm.Card) ([]*specs.DeviceNode, error) {
 	var out []*specs.DeviceNode
 	seen := map[string]*specs.DeviceNode{}
-	for _, n := range c.Nodes() {
+	all := c.Nodes()                 // card, render, extras, then the by-path links
+	target := map[[2]uint32]string{} // major:minor -> host path of a real node
+	for _, n := range all[:len(all)-len(c.ByPath)] {
+		if _, dup := target[[2]uint32{n.Major, n.Minor}]; !dup {
+			target[[2]uint32{n.Major, n.Minor}] = n.HostPath
+		}
+	}
+	links := map[string]bool{}
+	for _, n := range c.ByPath {
+		links[n.Path] = true
+	}
+	for _, n := range all {
+		if links[n.Path] {
+			if host, ok := target[[2]uint32{n.Major, n.Minor}]; ok {
+				n.HostPath = host
+			}
+		}
 		if !strings.HasPrefix(n.Path, "/dev/") || path.Clean(n.Path) != n.Path {
 			return nil, fmt.Errorf("%w %q: node path %q is not a clean absolute path under /dev", ErrInvalidCard, c.ID, n.Path)
 		}

@@ -159,8 +159,11 @@ func TestGenerateModeFollowsHostNode(t *testing.T) {
 	host := filepath.Join(dev, "renderD128")
 	require.NoError(t, unix.Mknod(host, unix.S_IFCHR|0o640, int(unix.Mkdev(226, 128))))
 	require.NoError(t, os.Chmod(host, 0o640))
+	link := filepath.Join(dev, "platform-vkms-render")
+	require.NoError(t, os.Symlink("renderD128", link))
 	c := platformCard("vkms", "vkms", 0, 128)
 	c.RenderNode.HostPath = host
+	c.ByPath = []drm.DeviceNode{{Path: "/dev/dri/by-path/platform-vkms-render", HostPath: link, Major: 226, Minor: 128}}
 	files, err := Generate(DefaultKind, []drm.Card{c})
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -172,15 +175,15 @@ func TestGenerateModeFollowsHostNode(t *testing.T) {
 	ociSpec := &oci.Spec{Process: &oci.Process{User: oci.User{UID: 1000, GID: 1000}}}
 	_, err = cache.InjectDevices(ociSpec, QualifiedName(DefaultKind, "vkms"))
 	require.NoError(t, err)
-	var found bool
+	found := 0
 	for _, d := range ociSpec.Linux.Devices {
-		if d.Path == "/dev/dri/renderD128" {
-			found = true
-			require.NotNil(t, d.FileMode)
-			require.Equal(t, os.FileMode(0o640), d.FileMode.Perm())
+		if d.Path == "/dev/dri/renderD128" || d.Path == "/dev/dri/by-path/platform-vkms-render" {
+			found++
+			require.NotNil(t, d.FileMode, d.Path)
+			require.Equal(t, os.FileMode(0o640), d.FileMode.Perm(), d.Path)
 		}
 	}
-	require.True(t, found)
+	require.Equal(t, 2, found)
 }
 
 func TestGenerateAllDeviceHoldsEveryNodeOnce(t *testing.T) {

@@ -21,15 +21,28 @@ func writeSpecs(t *testing.T, dir string, kind string, cards ...drm.Card) {
 }
 
 // specNodes is what LoadDevices returns for a card: its nodes, each path
-// once, without the host node's mode and owner (specs do not carry them).
+// once, without the host node's mode and owner (specs do not carry them),
+// by-path links with the host path of the node they point to.
 func specNodes(c drm.Card) []drm.DeviceNode {
 	var out []drm.DeviceNode
 	seen := map[string]bool{}
+	links := map[string]bool{}
+	for _, n := range c.ByPath {
+		links[n.Path] = true
+	}
 	for _, n := range c.Nodes() {
 		if seen[n.Path] {
 			continue
 		}
 		seen[n.Path] = true
+		if links[n.Path] {
+			for _, real := range c.Nodes() {
+				if !links[real.Path] && real.Major == n.Major && real.Minor == n.Minor {
+					n.HostPath = real.HostPath
+					break
+				}
+			}
+		}
 		n.Mode, n.UID, n.GID = 0, 0, 0
 		out = append(out, n)
 	}

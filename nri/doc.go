@@ -1,0 +1,49 @@
+// Package nri is the dri-cdi NRI plugin: at container creation it gives a
+// container the DRM device nodes, and with them the device-cgroup allow
+// rules, of exactly the cards the kubelet allocated to it.
+//
+// # Trust
+//
+// A container asks for cards in two ways: the device plugin's allocation
+// annotation (pkg/alloc), and CDI device names of our kind that the
+// runtime passes along. Neither is trusted. For every container that asks,
+// the plugin asks the kubelet's PodResources API (an Authorizer) which
+// device IDs it allocated to that container under a resource dri-cdi
+// serves (a ResourceFilter), and:
+//
+//   - injects the claimed cards the kubelet confirms;
+//   - injects none of the claimed cards it does not confirm, logs a
+//     warning and counts the container as denied;
+//   - fails the container when the runtime already resolved a CDI name of
+//     our kind for a card the kubelet did not allocate, because the
+//     container would otherwise keep a device it was not given;
+//   - fails the container when the kubelet cannot be asked in time, so the
+//     kubelet retries it. Containers that ask for nothing are never failed
+//     and never cause any I/O.
+//
+// # Injection
+//
+// The nodes of a card come from our CDI spec files (a DeviceSource, see
+// SpecStore), loaded at start and on change, never on the request path.
+// Each node becomes ContainerAdjustment.AddDevice; the runtime adds the
+// matching "c major:minor rw" allow rule for it. Nodes the runtime's own
+// CDI injection already added (same path, same numbers) are skipped, so
+// nothing is duplicated; the same path with other numbers is an error.
+// A non-root container user gets the node as its owner (what the CDI
+// library does for a CDI node that leaves ownership open); otherwise the
+// node keeps the host's owner, group and mode. Group 0 is never given to a
+// non-root user.
+//
+// # hostPath misuse
+//
+// A container that asks for nothing but bind-mounts /dev/dri, or a node
+// below it, gets a warning explaining the EPERM it will hit and what to
+// request instead. It is granted nothing.
+//
+// # Connection
+//
+// Plugin.Run connects to the runtime's NRI socket as an external plugin,
+// or uses the connection the runtime hands a pre-registered plugin
+// (NRI_PLUGIN_SOCKET), and subscribes to CreateContainer only. When the
+// runtime restarts it reconnects with a bounded backoff.
+package nri

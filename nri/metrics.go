@@ -1,0 +1,146 @@
+package nri
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Results of one CreateContainer, the "result" label of
+// dri_cdi_nri_handler_duration_seconds.
+const (
+	resultNone     = "none"     // asked for nothing
+	resultVerified = "verified" // allowed cards already present, nothing added
+	resultInjected = "injected" // nodes added
+	resultDenied   = "denied"   // claims denied, nothing added
+	resultError    = "error"    // container failed
+)
+
+// Reasons of dri_cdi_nri_errors_total.
+const (
+	reasonBadRequest     = "bad_request"
+	reasonUnconfirmed    = "unconfirmed"
+	reasonNotAllocated   = "not_allocated"
+	reasonUnknownCard    = "unknown_card"
+	reasonDeviceConflict = "device_conflict"
+)
+
+// Metrics are the plugin's Prometheus metrics, in their own registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	containers  prometheus.Counter
+	injected    prometheus.Counter
+	nodes       prometheus.Counter
+	denied      prometheus.Counter
+	errors      *prometheus.CounterVec
+	misuse      prometheus.Counter
+	handler     *prometheus.HistogramVec
+	podres      *prometheus.HistogramVec
+	connected   prometheus.Gauge
+	reconnects  prometheus.Counter
+	specCards   prometheus.Gauge
+	specReloads *prometheus.CounterVec
+
+	// pre-resolved children, so the request path does no label lookups
+	handlerByResult map[string]prometheus.Observer
+	podresOK        prometheus.Observer
+	podresError     prometheus.Observer
+}
+
+// NewMetrics creates the metrics in a new registry that also holds the Go
+// runtime and process collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		containers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dri_cdi_nri_containers_total",
+			Help: "Containers seen at CreateContainer.",
+		}),
+		injected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dri_cdi_nri_containers_injected_total",
+			Help: "Containers the plugin added device nodes to.",
+		}),
+		nodes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dri_cdi_nri_device_nodes_injected_total",
+			Help: "Device nodes added to containers (each with its cgroup allow rule).",
+		}),
+		denied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dri_cdi_nri_containers_denied_total",
+			Help: "Containers whose allocation annotation named devices the kubelet did not allocate to them.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dri_cdi_nri_errors_total",
+			Help: "Containers whose creation the plugin failed, by reason.",
+		}, []string{"reason"}),
+		misuse: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dri_cdi_nri_hostpath_misuse_total",
+			Help: "Containers that bind-mount /dev/dri without requesting a GPU resource.",
+		}),
+		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "dri_cdi_nri_handler_duration_seconds",
+			Help:    "Time spent handling CreateContainer, by result.",
+			Buckets: prometheus.ExponentialBuckets(5e-6, 4, 10),
+		}, []string{"result"}),
+		podres: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "dri_cdi_nri_podresources_duration_seconds",
+			Help:    "Time spent asking the kubelet PodResources API, by result (ok or error).",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 2.5, 10),
+		}, []string{"result"}),
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dri_cdi_nri_connected",
+			Help: "1 while the plugin is registered and synchronized with the runtime.",
+		}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dri_cdi_nri_reconnects_total",
+			Help: "Connection attempts to the runtime after a failed attempt or a lost connection.",
+		}),
+		specCards: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dri_cdi_nri_cdi_cards",
+			Help: "Cards described by the CDI specs of our kind, as last loaded.",
+		}),
+		specReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dri_cdi_nri_cdi_reloads_total",
+			Help: "Loads of the CDI spec directory, by result (ok or error).",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.containers, m.injected, m.nodes, m.denied, m.errors, m.misuse,
+		m.handler, m.podres, m.connected, m.reconnects, m.specCards, m.specReloads,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handlerByResult = map[string]prometheus.Observer{}
+	for _, r := range []string{resultNone, resultVerified, resultInjected, resultDenied, resultError} {
+		m.handlerByResult[r] = m.handler.WithLabelValues(r)
+	}
+	for _, r := range []string{reasonBadRequest, reasonUnconfirmed, reasonNotAllocated, reasonUnknownCard, reasonDeviceConflict} {
+		m.errors.WithLabelValues(r)
+	}
+	m.podresOK = m.podres.WithLabelValues("ok")
+	m.podresError = m.podres.WithLabelValues("error")
+	m.specReloads.WithLabelValues("ok")
+	m.specReloads.WithLabelValues("error")
+	return m
+}
+
+// Registry returns the registry holding the metrics.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func (m *Metrics) observeHandler(result string, d time.Duration) {
+	m.handlerByResult[result].Observe(d.Seconds())
+}
+
+func (m *Metrics) observePodResources(err error, d time.Duration) {
+	if err != nil {
+		m.podresError.Observe(d.Seconds())
+		return
+	}
+	m.podresOK.Observe(d.Seconds())
+}
+
+func (m *Metrics) setConnected(on bool) {
+	if on {
+		m.connected.Set(1)
+		return
+	}
+	m.connected.Set(0)
+}
