@@ -23,6 +23,7 @@ import (
 
 // Defaults of Options.
 const (
+	// DefaultResyncInterval is the default period of the full rescan.
 	DefaultResyncInterval = 5 * time.Minute
 	// DefaultDebounce is the quiet time after a change event before a
 	// rescan; more events within it join the same rescan.
