@@ -159,10 +159,11 @@ func (a *agent) Ready() error {
 }
 
 func (a *agent) run(ctx context.Context, ln net.Listener) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Deferred in this order so that cancel runs before Wait.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 
 	if ln != nil {
 		wg.Add(1)

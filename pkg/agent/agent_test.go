@@ -85,6 +85,32 @@ func TestRunRejectsBadInputBeforeTouchingAnything(t *testing.T) {
 	}
 }
 
+// TestRunFailsWhenSpecsCannotBeWritten covers a first pass that fails
+// while the metrics server already runs: Run must return the error, not
+// hang, and leave no socket behind.
+func TestRunFailsWhenSpecsCannotBeWritten(t *testing.T) {
+	notADir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notADir, nil, 0o600))
+	kubelet := shortDir(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Options{
+			Roots: drmtest.MustBuild(t, drmtest.IntelIGPU).Roots(), CDIDir: filepath.Join(notADir, "cdi"), KubeletDir: kubelet,
+			Delivery: "cdi-cri", MetricsAddr: "127.0.0.1:0", ResyncInterval: time.Hour, Log: testEntry(t),
+		})
+	}()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "first sync")
+		require.ErrorContains(t, err, "CDI")
+	case <-time.After(wait):
+		t.Fatal("Run did not return")
+	}
+	entries, err := os.ReadDir(kubelet)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
 // node is a running agent on a fake tree with a fake kubelet.
 type node struct {
 	tree    *drmtest.Tree
