@@ -44,6 +44,8 @@ type Kubelet struct {
 	server    *grpc.Server
 	endpoints map[string]*Endpoint
 	regs      []*pluginapi.RegisterRequest
+	reject    int
+	rejected  int
 }
 
 // Start serves kubelet.sock in dir, creating dir if needed.
@@ -121,6 +123,14 @@ func (k *Kubelet) Replace() error {
 // Register validates the request like the kubelet, connects back to the
 // plugin and starts watching its devices.
 func (k *Kubelet) Register(ctx context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	k.mu.Lock()
+	if k.reject > 0 {
+		k.reject--
+		k.rejected++
+		k.mu.Unlock()
+		return nil, errors.New("registration rejected by the test")
+	}
+	k.mu.Unlock()
 	if req.Version != pluginapi.Version {
 		return nil, fmt.Errorf("unsupported API version %q", req.Version)
 	}
@@ -150,6 +160,21 @@ func (k *Kubelet) Register(ctx context.Context, req *pluginapi.RegisterRequest) 
 	k.endpoints[req.ResourceName] = e
 	k.regs = append(k.regs, req)
 	return &pluginapi.Empty{}, nil
+}
+
+// RejectNext makes the next n Register calls fail, as a kubelet that is
+// still starting up can.
+func (k *Kubelet) RejectNext(n int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.reject = n
+}
+
+// Rejected counts the Register calls failed by RejectNext.
+func (k *Kubelet) Rejected() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.rejected
 }
 
 // Registrations returns every accepted registration so far, in order.
