@@ -94,3 +94,43 @@ func BenchmarkAllocateHandler(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkKubeletRestart measures the time from a kubelet restart
+// (every socket deleted, kubelet.sock served anew) to the kubelet
+// receiving the device list again over a new registration.
+func BenchmarkKubeletRestart(b *testing.B) {
+	dir := shortDir(b)
+	k, err := kubelettest.Start(dir)
+	require.NoError(b, err)
+	defer k.Stop()
+	l := logrus.New()
+	l.SetLevel(logrus.ErrorLevel)
+	m, err := NewManager(Options{KubeletDir: dir, Delivery: DeliveryCDICRI, Name: testName, Log: logrus.NewEntry(l)})
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.NoError(b, m.Update([]config.Pool{pool(res, 1, testCard("0000:03:00.0", 0, 0))}, nil))
+	require.Eventually(b, func() bool { e := k.Endpoint(res); return e != nil && e.Updates() > 0 }, wait, tick)
+
+	var lat []time.Duration
+	for b.Loop() {
+		n := k.RegistrationsOf(res)
+		t0 := time.Now()
+		require.NoError(b, k.Restart(false))
+		for {
+			if e := k.Endpoint(res); k.RegistrationsOf(res) > n && e != nil && e.Updates() > 0 {
+				break
+			}
+			if time.Since(t0) > wait {
+				b.Fatal("no re-registration")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
