@@ -140,6 +140,9 @@ func Run(ctx context.Context, o Options) error {
 	return a.run(ctx, ln)
 }
 
+// errNotReady is returned by the ready check before the first pass.
+var errNotReady = errors.New("first discovery not done")
+
 type agent struct {
 	opts  Options
 	rec   *Reconciler

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -260,6 +259,3 @@ func (r *Reconciler) logSkipped(skipped []error) {
 		r.log.Info("no DRM entries skipped any more")
 	}
 }
-
-// errNotReady is returned by the ready check before the first pass.
-var errNotReady = errors.New("first discovery not done")
