@@ -536,6 +536,13 @@ func (n *Node) StopAgent() { n.agent.stop(syscall.SIGTERM, 10*time.Second) }
 // KillAgent kills the agent with SIGKILL, as a crash would.
 func (n *Node) KillAgent() { n.agent.stop(syscall.SIGKILL, 10*time.Second) }
 
+// RestartAgent stops the agent with SIGTERM and starts it again in the
+// same delivery mode.
+func (n *Node) RestartAgent(ctx context.Context) error {
+	n.StopAgent()
+	return n.StartAgent(ctx, n.delivery)
+}
+
 // AgentRunning reports whether the agent process is alive.
 func (n *Node) AgentRunning() bool { return n.agent != nil && n.agent.running() }
 
@@ -582,6 +589,13 @@ func (n *Node) NRIConnections() int { return n.CountLog("containerd", nriConnect
 
 // StopNRI stops the NRI plugin.
 func (n *Node) StopNRI() { n.nri.stop(syscall.SIGTERM, 10*time.Second) }
+
+// RestartNRI stops the NRI plugin and starts it again; it returns once
+// the plugin connected to containerd.
+func (n *Node) RestartNRI(ctx context.Context) error {
+	n.StopNRI()
+	return n.StartNRI(ctx)
+}
 
 // NRIRunning reports whether the NRI plugin process is alive.
 func (n *Node) NRIRunning() bool { return n.nri != nil && n.nri.running() }
