@@ -47,11 +47,13 @@ vet:
 .PHONY: lint
 lint: fmt-check vet ## gofmt, go vet and staticcheck
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd e2e && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 .PHONY: mod-check
 mod-check: ## go mod tidy must leave go.mod and go.sum unchanged
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd deployments/test && $(GO) mod tidy && git diff --exit-code go.mod go.sum
+	cd e2e && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s)
