@@ -13,7 +13,7 @@ PLATFORMS := linux/amd64 linux/arm64
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build dri-cdi, dri-cdi-agent and dri-cdi-nri into bin/
@@ -29,8 +29,12 @@ build-cross: ## Cross-compile static binaries for linux/amd64 and linux/arm64 in
 	done
 
 .PHONY: test
-test: fmt-check vet ## Unit tests (race detector), gofmt and go vet
+test: fmt-check vet test-deployments ## Unit tests (race detector), gofmt, go vet, manifest render tests
 	$(GO) test -race -count=1 ./...
+
+.PHONY: test-deployments
+test-deployments: ## Render kustomize + Helm offline, strict-decode, golden files, security contexts
+	cd deployments/test && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: fmt-check
 fmt-check:
@@ -43,10 +47,13 @@ vet:
 .PHONY: lint
 lint: fmt-check vet ## gofmt, go vet and staticcheck
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd e2e && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 .PHONY: mod-check
 mod-check: ## go mod tidy must leave go.mod and go.sum unchanged
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+	cd deployments/test && $(GO) mod tidy && git diff --exit-code go.mod go.sum
+	cd e2e && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s)
@@ -74,6 +81,14 @@ e2e: build e2e-tools ## Real-node scenarios: kubelet, containerd, runc (root; E2
 .PHONY: demo
 demo: build e2e-tools ## Show the hostPath EPERM and the dri-cdi fix on a fake-GPU node (root)
 	cd e2e && $(E2E_ENV) $(GO) run ./cmd/demo
+
+IMAGE ?= ghcr.io/dri-cdi/dri-cdi
+IMAGE_TAG ?= $(VERSION)
+
+.PHONY: image
+image: ## Build the container image for linux/amd64 and linux/arm64 (docker buildx)
+	docker buildx build -f deployments/container/Dockerfile --platform linux/amd64,linux/arm64 \
+	  --build-arg VERSION=$(VERSION) -t $(IMAGE):$(IMAGE_TAG) .
 
 BENCH_FLAGS ?=
 

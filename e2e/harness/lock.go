@@ -50,3 +50,17 @@ func (l *Lock) Release() error {
 	l.f = nil
 	return err
 }
+
+// LockBusy reports whether another process holds the lock at path now.
+func LockBusy(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}

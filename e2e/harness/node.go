@@ -236,17 +236,28 @@ func (n *Node) Close() error {
 
 func (n *Node) teardown() error {
 	defer n.suite.track(n, false)
+	start := time.Now()
+	step := func(name string, f func()) {
+		t := time.Now()
+		f()
+		if d := time.Since(t); d > 5*time.Second {
+			n.log.Logf("teardown: %s took %s", name, d.Round(100*time.Millisecond))
+		}
+	}
 	var errs []error
 	if n.containerd != nil && n.containerd.running() {
-		n.removeAllPods()
+		step("removing pods", n.removeAllPods)
 	}
-	n.agent.stop(syscall.SIGTERM, 10*time.Second)
-	n.nri.stop(syscall.SIGTERM, 10*time.Second)
-	n.kubelet.stop(syscall.SIGTERM, 20*time.Second)
-	n.containerd.stop(syscall.SIGTERM, 20*time.Second)
-	if err := cleanupState(n.state); err != nil {
-		errs = append(errs, err)
-	}
+	step("stopping dri-cdi-agent", func() { n.agent.stop(syscall.SIGTERM, 10*time.Second) })
+	step("stopping dri-cdi-nri", func() { n.nri.stop(syscall.SIGTERM, 10*time.Second) })
+	step("stopping the kubelet", func() { n.kubelet.stop(syscall.SIGTERM, 20*time.Second) })
+	step("stopping containerd", func() { n.containerd.stop(syscall.SIGTERM, 20*time.Second) })
+	step("cleaning up", func() {
+		if err := cleanupState(n.state); err != nil {
+			errs = append(errs, err)
+		}
+	})
+	n.log.Logf("node %s torn down in %s", filepath.Base(n.Dir), time.Since(start).Round(100*time.Millisecond))
 	return errors.Join(errs...)
 }
 
@@ -262,8 +273,8 @@ func (n *Node) removeAllPods() {
 	defer cancel()
 	if n.kubelet != nil && n.kubelet.running() && len(entries) > 0 {
 		_ = poll(ctx, 20*time.Second, func() (bool, error) {
-			ids, err := n.sandboxIDs(ctx)
-			return err == nil && len(ids) == 0, nil
+			out, err := n.Crictl(ctx, "pods", "-q", "--state", "ready")
+			return err == nil && strings.TrimSpace(out) == "", nil
 		})
 	}
 	ids, _ := n.sandboxIDs(ctx)
@@ -525,6 +536,13 @@ func (n *Node) StopAgent() { n.agent.stop(syscall.SIGTERM, 10*time.Second) }
 // KillAgent kills the agent with SIGKILL, as a crash would.
 func (n *Node) KillAgent() { n.agent.stop(syscall.SIGKILL, 10*time.Second) }
 
+// RestartAgent stops the agent with SIGTERM and starts it again in the
+// same delivery mode.
+func (n *Node) RestartAgent(ctx context.Context) error {
+	n.StopAgent()
+	return n.StartAgent(ctx, n.delivery)
+}
+
 // AgentRunning reports whether the agent process is alive.
 func (n *Node) AgentRunning() bool { return n.agent != nil && n.agent.running() }
 
@@ -571,6 +589,13 @@ func (n *Node) NRIConnections() int { return n.CountLog("containerd", nriConnect
 
 // StopNRI stops the NRI plugin.
 func (n *Node) StopNRI() { n.nri.stop(syscall.SIGTERM, 10*time.Second) }
+
+// RestartNRI stops the NRI plugin and starts it again; it returns once
+// the plugin connected to containerd.
+func (n *Node) RestartNRI(ctx context.Context) error {
+	n.StopNRI()
+	return n.StartNRI(ctx)
+}
 
 // NRIRunning reports whether the NRI plugin process is alive.
 func (n *Node) NRIRunning() bool { return n.nri != nil && n.nri.running() }

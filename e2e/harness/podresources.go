@@ -29,7 +29,7 @@ func (n *Node) Allocatable(ctx context.Context, resource string) ([]string, erro
 	err := n.podResources(ctx, func(ctx context.Context, c podresourcesv1.PodResourcesListerClient) error {
 		resp, err := c.GetAllocatableResources(ctx, &podresourcesv1.AllocatableResourcesRequest{})
 		if err != nil {
-			return fmt.Errorf("GetAllocatableResources: %w", err)
+			return fmt.Errorf("podresources GetAllocatableResources: %w", err)
 		}
 		for _, d := range resp.GetDevices() {
 			if d.GetResourceName() == resource {
@@ -82,7 +82,7 @@ func (n *Node) Allocated(ctx context.Context, podName, resource string) ([]strin
 	err := n.podResources(ctx, func(ctx context.Context, c podresourcesv1.PodResourcesListerClient) error {
 		resp, err := c.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
 		if err != nil {
-			return fmt.Errorf("List: %w", err)
+			return fmt.Errorf("podresources List: %w", err)
 		}
 		for _, p := range resp.GetPodResources() {
 			if p.GetName() != full {

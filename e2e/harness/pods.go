@@ -109,16 +109,30 @@ func (n *Node) CreatePod(ctx context.Context, p PodSpec) error {
 	return nil
 }
 
-// DeletePod removes the pod's manifest and waits until its sandbox is gone.
+// DeletePod removes the pod's manifest, waits until the kubelet stopped
+// its sandbox, and removes the sandbox.
 func (n *Node) DeletePod(ctx context.Context, name string) error {
 	if err := os.Remove(filepath.Join(n.ManifestDir, name+".json")); err != nil {
 		return err
 	}
-	full := name + "-" + NodeName
-	return poll(ctx, 60*time.Second, func() (bool, error) {
-		out, err := n.Crictl(ctx, "pods", "-q", "--name", "^"+full+"$")
+	full := "^" + name + "-" + NodeName + "$"
+	err := poll(ctx, 60*time.Second, func() (bool, error) {
+		out, err := n.Crictl(ctx, "pods", "-q", "--state", "ready", "--name", full)
 		return err == nil && strings.TrimSpace(out) == "", nil
 	})
+	if err != nil {
+		return fmt.Errorf("pod %s: still running: %w", name, err)
+	}
+	out, err := n.Crictl(ctx, "pods", "-q", "--name", full)
+	if err != nil {
+		return err
+	}
+	for _, id := range strings.Fields(out) {
+		if _, err := n.Crictl(ctx, "rmp", "-f", id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ---- kubelet read-only API ----
@@ -274,20 +288,26 @@ func (n *Node) KubeletMetric(ctx context.Context, name string, labels ...string)
 
 // ---- CRI ----
 
-// Crictl runs crictl against the node's containerd.
+// Crictl runs crictl against the node's containerd and returns its
+// standard output; its standard error (warnings) goes into errors only.
 func (n *Node) Crictl(ctx context.Context, args ...string) (string, error) {
+	stdout, _, err := n.crictl(ctx, args...)
+	return stdout, err
+}
+
+func (n *Node) crictl(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	ep := "unix://" + n.ContainerdSocket
 	full := append([]string{"--runtime-endpoint", ep, "--image-endpoint", ep, "--timeout", "20s"}, args...)
 	cmd := exec.CommandContext(ctx, n.suite.Tools.Crictl, full...)
 	cmd.Env = append(os.Environ(), "CRI_CONFIG_FILE=/dev/null")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return stdout.String() + stderr.String(), fmt.Errorf("crictl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		return out.String(), errb.String(), fmt.Errorf("crictl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
 	}
-	return stdout.String() + stderr.String(), nil
+	return out.String(), errb.String(), nil
 }
 
 // Ctr runs ctr against the node's containerd.
@@ -359,9 +379,10 @@ func (n *Node) PodContainer(ctx context.Context, podName string) (*Container, er
 // ErrNoContainer means the pod has no container (yet).
 var ErrNoContainer = errors.New("no container")
 
-// Logs returns the container's output.
+// Logs returns the container's output, stdout then stderr.
 func (n *Node) Logs(ctx context.Context, containerID string) (string, error) {
-	return n.Crictl(ctx, "logs", containerID)
+	stdout, stderr, err := n.crictl(ctx, "logs", containerID)
+	return stdout + stderr, err
 }
 
 // WaitOutput waits until the pod's container printed a line containing
@@ -390,9 +411,11 @@ func (n *Node) WaitOutput(ctx context.Context, podName, marker string, timeout t
 	return out, nil
 }
 
-// Exec runs a command in a running container and returns its output.
+// Exec runs a command in a running container and returns its output,
+// stdout then stderr.
 func (n *Node) Exec(ctx context.Context, containerID string, cmd ...string) (string, error) {
-	return n.Crictl(ctx, append([]string{"exec", containerID}, cmd...)...)
+	stdout, stderr, err := n.crictl(ctx, append([]string{"exec", containerID}, cmd...)...)
+	return stdout + stderr, err
 }
 
 // ContainerSpec is the part of a container's OCI spec and CRI config the

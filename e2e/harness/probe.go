@@ -62,21 +62,31 @@ func ParseProbe(output, path string) (ProbeResult, error) {
 			continue
 		}
 		r := ProbeResult{Path: path, Message: rest}
-		switch {
-		case rest == "missing":
+		switch rest {
+		case "missing":
 			r.Errno = ENOENT
-		case rest == "opened":
+		case "opened":
 			r.Errno = Opened
-		case strings.Contains(rest, "Operation not permitted"):
-			r.Errno = EPERM
-		case strings.Contains(rest, "No such device or address"):
-			r.Errno = ENXIO
-		case strings.Contains(rest, "Permission denied"):
-			r.Errno = EACCES
-		case strings.Contains(rest, "No such file or directory"):
-			r.Errno = ENOENT
+		default:
+			r.Errno = Errno(rest)
 		}
 		return r, nil
 	}
 	return ProbeResult{}, fmt.Errorf("no probe result for %s in output %q", path, output)
+}
+
+// Errno names the error in a shell's message about a failed open, or
+// returns "" when it is none of EPERM, ENXIO, EACCES and ENOENT.
+func Errno(message string) string {
+	switch {
+	case strings.Contains(message, "Operation not permitted"):
+		return EPERM
+	case strings.Contains(message, "No such device or address"):
+		return ENXIO
+	case strings.Contains(message, "Permission denied"):
+		return EACCES
+	case strings.Contains(message, "No such file or directory"):
+		return ENOENT
+	}
+	return ""
 }

@@ -76,7 +76,7 @@ func reapStale(log Logger, workDir string) error {
 			// Created but never started: only its directory is left.
 			st = &nodeState{Dir: dir}
 		}
-		log.Logf("cleaning up a previous run's node %s", dir)
+		log.Logf("cleaning up %s, left by an earlier run", dir)
 		if err := cleanupState(st); err != nil {
 			errs = append(errs, err)
 		}

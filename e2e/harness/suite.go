@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Logger receives the harness's progress lines; *testing.T is one.
@@ -68,11 +69,16 @@ func NewSuite(ctx context.Context, log Logger) (s *Suite, err error) {
 		e2eRoot: filepath.Join(root, "e2e"),
 		nodes:   map[*Node]bool{},
 	}
+	waited := time.Now()
 	lock, err := AcquireLock(ctx, LockPath)
 	if err != nil {
 		return nil, err
 	}
+	if d := time.Since(waited); d > time.Second {
+		log.Logf("waited %s for the machine lock %s", d.Round(time.Second), LockPath)
+	}
 	s.lock = lock
+	start := time.Now()
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -84,7 +90,9 @@ func NewSuite(ctx context.Context, log Logger) (s *Suite, err error) {
 	if err := os.MkdirAll(s.WorkDir, 0o755); err != nil {
 		return nil, err
 	}
-	s.assetDir, err = os.MkdirTemp("", "dri-cdi-e2e-assets-")
+	// Under the work dir, so that the next run reaps it when this process
+	// is killed before Close.
+	s.assetDir, err = os.MkdirTemp(s.WorkDir, ".assets-")
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +108,7 @@ func NewSuite(ctx context.Context, log Logger) (s *Suite, err error) {
 	if err != nil {
 		return nil, err
 	}
+	log.Logf("suite ready in %s: images built, host probed", time.Since(start).Round(100*time.Millisecond))
 	return s, nil
 }
 

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,4 +24,9 @@ func TestCDICRIModeENXIO(t *testing.T) {
 	spec := requireSpecHasCard(t, n, "gpu", card)
 	require.Contains(t, spec.CDIDevices, cdiName(card), "the kubelet must pass the card's CDI name to the runtime")
 	require.Positive(t, n.NRIConnections(), "the NRI plugin must be connected, or 'nothing added twice' proves nothing")
+
+	// On a node where cdi-cri works, dri-cdi doctor finds nothing to fail.
+	rep, text, err := n.Doctor(context.Background(), harness.DeliveryCDICRI)
+	require.NoError(t, err)
+	require.False(t, rep.Failed, "dri-cdi doctor on a working cdi-cri node:\n%s", text)
 }

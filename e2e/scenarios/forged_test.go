@@ -41,47 +41,67 @@ func TestForgedAnnotation(t *testing.T) {
 		requireNoDRMDevice(t, spec)
 	})
 
-	t.Run("container annotation through CRI", func(t *testing.T) {
+	t.Run("sibling container claims the allocated card through CRI", func(t *testing.T) {
 		// A CRI client can set container annotations directly; they reach
 		// the NRI plugin exactly like the kubelet's Allocate annotations.
+		// The intruder joins a pod whose main container holds the card and
+		// claims that card: authorization is per container, so it must get
+		// nothing. It carries the kubelet's labels of that pod, or the
+		// kubelet would remove it as an orphan before it ran.
+		holder := harness.PodSpec{Name: "holder", Resources: map[string]int64{resource: 1}, Script: harness.ProbeAndWait(harness.RenderPath(card))}
+		require.NoError(t, n.CreatePod(ctx, holder))
+		out, err := n.WaitOutput(ctx, holder.Name, harness.ProbeDone, 120*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, harness.ENXIO, parseProbes(t, out, harness.RenderPath(card))[harness.RenderPath(card)].Errno, "the holder must have the card")
+		main, err := n.PodContainer(ctx, holder.Name)
+		require.NoError(t, err)
+		uid, err := n.Crictl(ctx, "inspectp", "-o", "go-template", "--template", "{{.status.metadata.uid}}", main.PodID)
+		require.NoError(t, err)
+		uid = strings.TrimSpace(uid)
+		require.NotEmpty(t, uid)
+		// The pod's cgroup, so that teardown finds the intruder.
+		cgroupParent, err := n.Crictl(ctx, "inspectp", "-o", "go-template", "--template", "{{.info.config.linux.cgroup_parent}}", main.PodID)
+		require.NoError(t, err)
+		cgroupParent = strings.TrimSpace(cgroupParent)
+		require.True(t, strings.HasPrefix(cgroupParent, "/"+n.CgroupRoot()+"/"), "pod cgroup %q", cgroupParent)
+
 		dir := t.TempDir()
 		sandbox := map[string]any{
-			"metadata":      map[string]any{"name": "forged-cri", "namespace": "default", "uid": "forged-cri-uid", "attempt": 0},
+			"metadata":      map[string]any{"name": holder.FullName(), "namespace": "default", "uid": uid},
 			"log_directory": dir,
 			"linux": map[string]any{
-				"cgroup_parent":    "/" + n.CgroupRoot() + "/forged",
-				"security_context": map[string]any{"namespace_options": map[string]any{"network": 2, "pid": 1, "ipc": 0}},
+				"cgroup_parent":    cgroupParent,
+				"security_context": map[string]any{"namespace_options": map[string]any{"network": 2}},
 			},
 		}
-		ctr := map[string]any{
-			"metadata":    map[string]any{"name": harness.ContainerName, "attempt": 0},
+		intruder := map[string]any{
+			"metadata":    map[string]any{"name": "intruder"},
 			"image":       map[string]any{"image": harness.BusyboxImage},
 			"command":     []string{"/bin/sh", "-c", harness.ProbeAndWait(harness.RenderPath(card))},
-			"log_path":    "main.log",
+			"log_path":    "intruder.log",
 			"annotations": map[string]string{key: value},
-			"mounts":      []any{map[string]any{"container_path": "/dev/dri", "host_path": filepath.Join(n.DevRoot, "dri")}},
-			"linux":       map[string]any{},
+			"labels": map[string]string{
+				"io.kubernetes.pod.name":       holder.FullName(),
+				"io.kubernetes.pod.namespace":  "default",
+				"io.kubernetes.pod.uid":        uid,
+				"io.kubernetes.container.name": "intruder",
+			},
+			"mounts": []any{map[string]any{"container_path": "/dev/dri", "host_path": filepath.Join(n.DevRoot, "dri")}},
+			"linux":  map[string]any{},
 		}
 		sbFile, ctrFile := filepath.Join(dir, "sandbox.json"), filepath.Join(dir, "container.json")
 		writeJSON(t, sbFile, sandbox)
-		writeJSON(t, ctrFile, ctr)
+		writeJSON(t, ctrFile, intruder)
 
-		out, err := n.Crictl(ctx, "runp", sbFile)
-		require.NoError(t, err, out)
-		podID := strings.TrimSpace(out)
-		t.Cleanup(func() {
-			_, _ = n.Crictl(ctx, "stopp", podID)
-			_, _ = n.Crictl(ctx, "rmp", "-f", podID)
-		})
-		out, err = n.Crictl(ctx, "create", podID, ctrFile, sbFile)
+		out, err = n.Crictl(ctx, "create", main.PodID, ctrFile, sbFile)
 		if err != nil {
 			// Failing the container is an acceptable answer to a claim
-			// that cannot be confirmed.
-			t.Logf("the forged container was refused: %v", err)
-			require.NotContains(t, n.LogOf("nri"), "panic")
+			// the kubelet does not back.
+			t.Logf("the intruder was refused: %v", err)
 			return
 		}
 		ctrID := strings.TrimSpace(out)
+		t.Cleanup(func() { _, _ = n.Crictl(ctx, "rm", "-f", ctrID) })
 		spec, err := n.Inspect(ctx, ctrID)
 		require.NoError(t, err)
 		requireNoDRMDevice(t, spec)
@@ -91,8 +111,8 @@ func TestForgedAnnotation(t *testing.T) {
 		require.Eventually(t, func() bool {
 			logs, _ = n.Logs(ctx, ctrID)
 			return strings.Contains(logs, harness.ProbeDone)
-		}, 60*time.Second, 250*time.Millisecond, "no probe output from the forged container")
-		t.Logf("forged container output:\n%s", logs)
+		}, 60*time.Second, 250*time.Millisecond, "no probe output from the intruder: %s", containerState(ctx, n, ctrID))
+		t.Logf("intruder output:\n%s", logs)
 		r, err := harness.ParseProbe(logs, harness.RenderPath(card))
 		require.NoError(t, err)
 		require.Equal(t, harness.EPERM, r.Errno, "open %s: %s", r.Path, r.Message)
@@ -104,4 +124,13 @@ func writeJSON(t *testing.T, path string, v any) {
 	data, err := json.Marshal(v)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, data, 0o644))
+}
+
+// containerState describes a CRI container for failure messages.
+func containerState(ctx context.Context, n *harness.Node, id string) string {
+	out, err := n.Crictl(ctx, "inspect", "-o", "go-template", "--template", "{{.status.state}} exit={{.status.exitCode}} reason={{.status.reason}} {{.status.message}} log={{.status.logPath}}", id)
+	if err != nil {
+		return err.Error()
+	}
+	return strings.TrimSpace(out)
 }

@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -33,6 +34,10 @@ func TestNRIModeWithoutRuntimeCDI(t *testing.T) {
 	})
 
 	t.Run("cdi-cri mode on the same runtime fails the pod", func(t *testing.T) {
+		// The node has one card; free it.
+		if err := n.DeletePod(ctx, "gpu-nri"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
 		before, err := n.Registrations(ctx, resource)
 		require.NoError(t, err)
 		n.StopAgent()
@@ -47,5 +52,20 @@ func TestNRIModeWithoutRuntimeCDI(t *testing.T) {
 		require.NoError(t, err)
 		t.Logf("pod %s: %s", pod.Name, st.Describe())
 		require.Contains(t, st.Describe(), cdiName(cards[0]))
+
+		// dri-cdi doctor must explain it: the runtime's cdi_spec_dirs miss
+		// our spec dir, so cdi-cri cannot work here and nri is the mode.
+		rep, text, err := n.Doctor(ctx, harness.DeliveryCDICRI)
+		require.NoError(t, err)
+		t.Logf("dri-cdi doctor:\n%s", text)
+		require.True(t, rep.Failed, "doctor must fail this node in cdi-cri mode")
+		explained := false
+		for _, f := range rep.Failures() {
+			if strings.Contains(f.Message+f.Fix, "cdi_spec_dirs") && strings.Contains(f.Message+f.Fix, n.CDIDir) {
+				explained = true
+			}
+		}
+		require.True(t, explained, "a failed check must name cdi_spec_dirs and the spec dir %s", n.CDIDir)
+		require.Equal(t, harness.DeliveryNRI, rep.Recommended)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 
 // Defaults of Options.
 const (
+	// DefaultResyncInterval is the default period of the full rescan.
 	DefaultResyncInterval = 5 * time.Minute
 	// DefaultDebounce is the quiet time after a change event before a
 	// rescan; more events within it join the same rescan.
@@ -30,6 +32,16 @@ const (
 	// rescan.
 	DefaultMaxDelay = 100 * time.Millisecond
 	maxRetry        = 30 * time.Second
+	// minSettle and maxSettle bound the re-checks while a card is
+	// Unhealthy: a removal takes the nodes first and the sysfs device
+	// last, and without a uevent nothing else announces the last step.
+	minSettle = 250 * time.Millisecond
+	maxSettle = 30 * time.Second
+	// echoDelay is when one more pass follows a pass caused by change
+	// events: a change can finish after its last event (udev adding a
+	// by-path link, sysfs catching up), and nothing else would announce
+	// it before the resync.
+	echoDelay = 100 * time.Millisecond
 )
 
 // Options configure the agent. Run checks them before it touches
@@ -128,6 +140,9 @@ func Run(ctx context.Context, o Options) error {
 	return a.run(ctx, ln)
 }
 
+// errNotReady is returned by the ready check before the first pass.
+var errNotReady = errors.New("first discovery not done")
+
 type agent struct {
 	opts  Options
 	rec   *Reconciler
@@ -147,10 +162,11 @@ func (a *agent) Ready() error {
 }
 
 func (a *agent) run(ctx context.Context, ln net.Listener) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Deferred in this order so that cancel runs before Wait.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 
 	if ln != nil {
 		wg.Add(1)
@@ -214,13 +230,17 @@ func (a *agent) loop(ctx context.Context, driEvents <-chan watch.Event, uevents 
 	defer resync.Stop()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	settleTimer := time.NewTimer(time.Hour)
+	settleTimer.Stop()
 
 	var (
-		pending  bool
-		first    time.Time
-		deadline time.Time
-		trigger  string
-		retry    time.Duration
+		pending   bool
+		first     time.Time
+		deadline  time.Time
+		trigger   string
+		retry     time.Duration
+		settle    time.Duration
+		unhealthy string
 	)
 	arm := func(why string, after time.Duration) {
 		now := time.Now()
@@ -229,25 +249,50 @@ func (a *agent) loop(ctx context.Context, driEvents <-chan watch.Event, uevents 
 		}
 		timer.Reset(time.Until(minTime(now.Add(after), deadline)))
 	}
+	// settled schedules the next re-check: shortly after a pass caused by
+	// change events, and while cards are Unhealthy, backing off while
+	// nothing changes.
+	settled := func(trigger string) {
+		now := strings.Join(a.rec.Unhealthy(), ",")
+		switch {
+		case trigger == "inotify" || trigger == "uevent":
+			settle = echoDelay
+			settleTimer.Reset(settle)
+		case now == "":
+			settle = 0
+			settleTimer.Stop()
+		case now != unhealthy || settle < minSettle:
+			settle = minSettle
+			settleTimer.Reset(settle)
+		default:
+			settle = min(2*settle, maxSettle, a.opts.ResyncInterval)
+			settleTimer.Reset(settle)
+		}
+		unhealthy = now
+	}
+	settled("startup")
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-driEvents:
+		case ev, ok := <-driEvents:
 			if !ok {
 				driEvents = nil
 				continue
 			}
+			a.log.WithFields(logrus.Fields{"path": ev.Path, "mask": fmt.Sprintf("%#x", ev.Mask)}).Trace("inotify")
 			arm("inotify", debounce)
 		case ev, ok := <-uevents:
 			if !ok {
 				uevents = nil
 				continue
 			}
-			a.log.WithFields(logrus.Fields{"action": ev.Action, "devpath": ev.DevPath, "subsystem": ev.Subsystem}).Debug("uevent")
+			a.log.WithFields(logrus.Fields{"action": ev.Action, "devpath": ev.DevPath, "subsystem": ev.Subsystem}).Trace("uevent")
 			arm("uevent", debounce)
 		case <-resync.C:
 			arm("resync", 0)
+		case <-settleTimer.C:
+			arm("settle", 0)
 		case <-timer.C:
 			pending = false
 			err := a.rec.Reconcile(trigger)
@@ -259,6 +304,7 @@ func (a *agent) loop(ctx context.Context, driEvents <-chan watch.Event, uevents 
 				continue
 			}
 			retry = 0
+			settled(trigger)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -36,7 +37,7 @@ func shortDir(t testing.TB) string {
 func testEntry(t testing.TB) *logrus.Entry {
 	l := logrus.New()
 	l.SetOutput(testWriter{t})
-	l.SetLevel(logrus.DebugLevel)
+	l.SetLevel(logrus.TraceLevel)
 	return logrus.NewEntry(l)
 }
 
@@ -82,6 +83,32 @@ func TestRunRejectsBadInputBeforeTouchingAnything(t *testing.T) {
 			require.Empty(t, entries)
 		})
 	}
+}
+
+// TestRunFailsWhenSpecsCannotBeWritten covers a first pass that fails
+// while the metrics server already runs: Run must return the error, not
+// hang, and leave no socket behind.
+func TestRunFailsWhenSpecsCannotBeWritten(t *testing.T) {
+	notADir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notADir, nil, 0o600))
+	kubelet := shortDir(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Options{
+			Roots: drmtest.MustBuild(t, drmtest.IntelIGPU).Roots(), CDIDir: filepath.Join(notADir, "cdi"), KubeletDir: kubelet,
+			Delivery: "cdi-cri", MetricsAddr: "127.0.0.1:0", ResyncInterval: time.Hour, Log: testEntry(t),
+		})
+	}()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "first sync")
+		require.ErrorContains(t, err, "CDI")
+	case <-time.After(wait):
+		t.Fatal("Run did not return")
+	}
+	entries, err := os.ReadDir(kubelet)
+	require.NoError(t, err)
+	require.Empty(t, entries)
 }
 
 // node is a running agent on a fake tree with a fake kubelet.
@@ -137,11 +164,18 @@ func startNode(t *testing.T, delivery, config string, gpus ...drmtest.GPU) *node
 
 func (n *node) endpoint(t *testing.T, resource string) *kubelettest.Endpoint {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	ok := assert.Eventually(t, func() bool {
 		e := n.kubelet.Endpoint(resource)
 		return e != nil && e.Updates() > 0
-	}, wait, tick, "resource %s never registered", resource)
-	return n.kubelet.Endpoint(resource)
+	}, wait, tick)
+	e := n.kubelet.Endpoint(resource)
+	if !ok {
+		if e == nil {
+			t.Fatalf("%s never registered (registrations: %v)", resource, n.kubelet.Registrations())
+		}
+		t.Fatalf("%s registered but sent no list; stream error: %v", resource, e.Err())
+	}
+	return e
 }
 
 func (n *node) specFile(t *testing.T, id string) string {
@@ -259,6 +293,16 @@ func TestAgentHotplug(t *testing.T) {
 		_, err := os.Stat(n.specFile(t, igpu2.ID()))
 		return os.IsNotExist(err)
 	}, wait, tick)
+
+	// Unbind, then unplug: the second step changes nothing under /dev, so
+	// only the re-checks of unhealthy cards notice that it is gone.
+	igpu3 := drmtest.IntelIGPU.WithPCI("0000:00:04.0").WithNodes(3, 131)
+	require.NoError(t, n.tree.Add(igpu3))
+	require.Eventually(t, func() bool { return i915.Health()[igpu3.ID()] == pluginapi.Healthy }, wait, tick)
+	require.NoError(t, n.tree.Unbind(igpu3.ID()))
+	require.Eventually(t, func() bool { return i915.Health()[igpu3.ID()] == pluginapi.Unhealthy }, wait, tick)
+	require.NoError(t, n.tree.Remove(igpu3.ID()))
+	require.Eventually(t, func() bool { _, listed := i915.Health()[igpu3.ID()]; return !listed }, wait, tick)
 
 	// The last card of a resource: it stays registered with an empty list.
 	require.NoError(t, n.tree.Remove(xe.ID()))

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -97,6 +96,7 @@ func (r *Reconciler) Reconcile(trigger string) error {
 		return fmt.Errorf("discover cards: %w", err)
 	}
 	r.metrics.Discovery(trigger, len(inv.Skipped))
+	r.log.WithFields(logrus.Fields{"trigger": trigger, "cards": len(inv.Cards), "skipped": len(inv.Skipped)}).Debug("discovery pass")
 	r.logSkipped(inv.Skipped)
 
 	next := make(map[string]known, len(inv.Cards))
@@ -189,6 +189,18 @@ func (r *Reconciler) Reconcile(trigger string) error {
 	return nil
 }
 
+// Unhealthy returns the IDs of the cards listed as Unhealthy, sorted.
+func (r *Reconciler) Unhealthy() []string {
+	var out []string
+	for id, k := range r.known {
+		if !k.healthy && r.advertised[id] {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Advertised returns the IDs of the cards in the device lists, sorted.
 func (r *Reconciler) Advertised() []string {
 	out := make([]string, 0, len(r.advertised))
@@ -247,6 +259,3 @@ func (r *Reconciler) logSkipped(skipped []error) {
 		r.log.Info("no DRM entries skipped any more")
 	}
 }
-
-// errNotReady is returned by the ready check before the first pass.
-var errNotReady = errors.New("first discovery not done")

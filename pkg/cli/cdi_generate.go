@@ -70,11 +70,11 @@ func runCDIGenerate(_ context.Context, env *Env, args []string) error {
 		for _, file := range files {
 			fmt.Fprintln(env.Stdout, filepath.Join(*outDir, file.Name))
 		}
-		if !changed {
-			fmt.Fprintf(env.Stderr, "spec files in %s already up to date\n", *outDir)
-		}
-		if len(files) == 0 {
+		switch {
+		case len(files) == 0:
 			fmt.Fprintf(env.Stderr, "no card to advertise: %s holds no %s spec files\n", *outDir, k)
+		case !changed:
+			fmt.Fprintf(env.Stderr, "spec files in %s already up to date\n", *outDir)
 		}
 		return nil
 	}

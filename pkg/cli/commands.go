@@ -8,6 +8,7 @@ func commands() []*Command {
 	return []*Command{
 		discoverCommand(),
 		cdiCommand(),
+		doctorCommand(),
 		versionCommand(),
 	}
 }

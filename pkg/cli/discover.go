@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 
@@ -37,8 +40,14 @@ func discoverCards(env *Env, roots drm.Roots) ([]drm.Card, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A node without DRM devices has a sysfs without class/drm; a sysfs
+	// root that is not there at all is more likely a wrong flag.
+	if _, err := os.Stat(roots.Sysfs); errors.Is(err, fs.ErrNotExist) {
+		env.warnf("sysfs root %s does not exist", roots.Sysfs)
+	}
+	// Each error already reads "skip DRM entry <path>: <reason>".
 	for _, s := range inv.Skipped {
-		env.warnf("skipped %v", s)
+		env.warnf("%v", s)
 	}
 	return inv.Cards, nil
 }

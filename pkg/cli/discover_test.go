@@ -81,7 +81,7 @@ func TestDiscoverSkippedEntryWarns(t *testing.T) {
 	require.NoError(t, os.Remove(missing))
 	r := run(t, nil, append([]string{"discover", "-o", "json"}, rootFlagsOf(tree)...)...)
 	require.Equal(t, ExitOK, r.code)
-	require.Contains(t, r.stderr, "warning: skipped ")
+	require.Contains(t, r.stderr, "warning: skip DRM entry ")
 	require.Contains(t, r.stderr, missing)
 	var got []cardView
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
@@ -96,6 +96,7 @@ func TestDiscoverNoDRM(t *testing.T) {
 	sys, dev := t.TempDir(), t.TempDir()
 	roots := []string{"--sysfs-root", sys, "--dev-root", dev}
 	cases := map[string]struct {
+		sysfs  string // default: sys
 		format string
 		stdout string
 		stderr string
@@ -103,10 +104,18 @@ func TestDiscoverNoDRM(t *testing.T) {
 		"json":  {format: "json", stdout: "[]\n"},
 		"yaml":  {format: "yaml", stdout: "[]\n"},
 		"table": {format: "table", stdout: "", stderr: "no DRM card found under " + filepath.Join(sys, "class", "drm") + "\n"},
+		"sysfs root missing": {
+			sysfs: filepath.Join(sys, "nonexistent"), format: "json", stdout: "[]\n",
+			stderr: "warning: sysfs root " + filepath.Join(sys, "nonexistent") + " does not exist\n",
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := run(t, nil, append([]string{"discover", "-o", tc.format}, roots...)...)
+			args := roots
+			if tc.sysfs != "" {
+				args = []string{"--sysfs-root", tc.sysfs, "--dev-root", dev}
+			}
+			r := run(t, nil, append([]string{"discover", "-o", tc.format}, args...)...)
 			require.Equal(t, ExitOK, r.code)
 			require.Equal(t, tc.stdout, r.stdout)
 			require.Equal(t, tc.stderr, r.stderr)

@@ -333,10 +333,18 @@ func (m *Manager) check(ctx context.Context) time.Time {
 		p.kubeletID = kid
 		if err != nil {
 			p.registered = false
+			first := p.backoff == 0
 			p.backoff = min(max(2*p.backoff, minBackoff), maxBackoff)
 			p.retryAt = time.Now().Add(p.backoff)
+			// Warn once per outage; the retries go to debug and the
+			// registrations_total metric.
 			if ctx.Err() == nil {
-				p.log.WithError(err).WithField("retry_in", p.backoff).Warn("registration with the kubelet failed")
+				l := p.log.WithError(err).WithField("retry_in", p.backoff)
+				if first {
+					l.Warn("registration with the kubelet failed")
+				} else {
+					l.Debug("registration with the kubelet failed again")
+				}
 			}
 		} else {
 			p.registered, p.backoff = true, 0

@@ -278,6 +278,25 @@ func TestKubeletSocketRecreated(t *testing.T) {
 	}
 }
 
+func TestRegistrationRetriesWithBackoff(t *testing.T) {
+	a := testCard("0000:03:00.0", 0, 0)
+	e := start(t, DeliveryCDICRI, true)
+	e.k.RejectNext(3)
+	require.NoError(t, e.m.Update([]config.Pool{pool(res, 1, a)}, nil))
+	// Nothing changes in the directory after the first attempt: only the
+	// retry timer can bring the registration through.
+	ep := e.endpoint(t, res, 1)
+	require.Equal(t, 3, e.k.Rejected())
+	require.Len(t, ep.Devices(), 1)
+	require.Eventually(t, func() bool { return e.m.Ready() == nil }, wait, tick)
+	require.NoError(t, testutil.GatherAndCompare(e.metrics.Registry, strings.NewReader(`
+# HELP dri_cdi_agent_registrations_total Registration attempts with the kubelet, per resource and result (success, error).
+# TYPE dri_cdi_agent_registrations_total counter
+dri_cdi_agent_registrations_total{resource="dri-cdi.dev/i915",result="error"} 3
+dri_cdi_agent_registrations_total{resource="dri-cdi.dev/i915",result="success"} 1
+`), "dri_cdi_agent_registrations_total"))
+}
+
 func TestOurSocketRemoved(t *testing.T) {
 	a := testCard("0000:03:00.0", 0, 0)
 	e := start(t, DeliveryNRI, true)

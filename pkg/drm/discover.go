@@ -372,21 +372,42 @@ func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error
 	return built{card: c, g: g}, nil, nil
 }
 
-// linkName returns the last element of the symlink at path, which must
-// resolve within the sysfs root.
+// linkName returns the name a `driver` or `subsystem` link gives: the
+// last element of its target. Only the name is used, so a target of the
+// kernel's shape (…/drivers/<driver>; …/bus/<bus> or …/class/<class>) is
+// taken as it is written, whether or not it resolves: a tree copied from
+// a host without its /sys/bus still names every driver and bus. Any
+// other target must resolve within the sysfs root.
 func (d *discovery) linkName(path string) (string, error) {
 	target, err := os.Readlink(path)
 	if err != nil {
 		return "", fmt.Errorf("read link %s: %w", path, err)
 	}
-	if _, err := d.resolve(path); err != nil {
-		return "", err
-	}
 	name, err := LinkName(target)
 	if err != nil {
 		return "", fmt.Errorf("link %s: %w", path, err)
 	}
+	if kernelShaped(filepath.Base(path), target) {
+		return name, nil
+	}
+	if _, err := d.resolve(path); err != nil {
+		return "", err
+	}
 	return name, nil
+}
+
+// kernelShaped reports whether target is what the kernel writes into a
+// link named link: "driver" -> …/drivers/<name>, "subsystem" ->
+// …/bus/<name> or …/class/<name>.
+func kernelShaped(link, target string) bool {
+	dir := filepath.Base(filepath.Dir(filepath.Clean(target)))
+	switch link {
+	case "driver":
+		return dir == "drivers"
+	case "subsystem":
+		return dir == "bus" || dir == "class"
+	}
+	return false
 }
 
 // driverName returns the driver bound to a parent device. Platform and

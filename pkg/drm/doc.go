@@ -25,7 +25,10 @@
 //     after their own device, never after their host controller.
 //   - the driver: the last element of the parent's `driver` link; platform
 //     and faux devices without a driver of their own (vkms) are named
-//     after the device;
+//     after the device. `driver` and `subsystem` links are read for their
+//     name only: a target of the kernel's shape (…/drivers/<name>,
+//     …/bus/<name>) need not resolve, so a copy of a host's tree without
+//     /sys/bus is discovered like the host;
 //   - the bus (the parent's `subsystem` link), PCI vendor and device IDs,
 //     and the NUMA node (-1 when unknown);
 //   - the card and render nodes under <dev>/dri, which must be char

@@ -144,11 +144,23 @@ func TestDiscoverMalformed(t *testing.T) {
 			mutate:  func(t *testing.T, p paths) { replaceLink(t, filepath.Join(p.parent, "driver"), "driver") },
 			skipped: map[string]reason{"card0": {unix.ELOOP, "0000:00:02.0/driver"}, "renderD128": sibling},
 		},
-		"driver link dangles": {
+		"driver link of the kernel's shape dangles: its name is still the driver": {
 			mutate: func(t *testing.T, p paths) {
 				replaceLink(t, filepath.Join(p.parent, "driver"), "../../../bus/pci/drivers/gone")
 			},
-			skipped: map[string]reason{"card0": {os.ErrNotExist, "driver"}, "renderD128": sibling},
+			wantIDs: []string{intel, amd},
+		},
+		"driver link of another shape dangles": {
+			mutate: func(t *testing.T, p paths) {
+				replaceLink(t, filepath.Join(p.parent, "driver"), "../../../gone/i915")
+			},
+			skipped: map[string]reason{"card0": {os.ErrNotExist, "0000:00:02.0/driver"}, "renderD128": sibling},
+		},
+		"subsystem link of another shape leads out of the root": {
+			mutate: func(t *testing.T, p paths) {
+				replaceLink(t, filepath.Join(p.parent, "subsystem"), "/")
+			},
+			skipped: map[string]reason{"card0": {drm.ErrBadLink, "0000:00:02.0/subsystem"}, "renderD128": sibling},
 		},
 		"subsystem link missing": {
 			mutate:  func(t *testing.T, p paths) { require.NoError(t, os.Remove(filepath.Join(p.parent, "subsystem"))) },

@@ -74,7 +74,7 @@ func NewAgent(version string) *Agent {
 		}),
 		discoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "discoveries_total",
-			Help: "Discovery passes, by trigger: startup, inotify, uevent, resync.",
+			Help: "Discovery passes, by trigger: startup, inotify, uevent, resync, settle, retry.",
 		}, []string{"trigger"}),
 		reconcileSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Name: "reconcile_duration_seconds",

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -50,6 +51,7 @@ type DirWatcher struct {
 	watches map[int32]string // wd -> watched path
 	byPath  map[string]int32
 	done    chan struct{}
+	closed  atomic.Bool
 }
 
 // NewDirWatcher starts watching dirs. Missing directories are awaited as
@@ -84,6 +86,7 @@ func (w *DirWatcher) Events() <-chan Event { return w.events }
 
 // Close stops watching and waits for the reader to end.
 func (w *DirWatcher) Close() error {
+	w.closed.Store(true)
 	err := w.file.Close()
 	<-w.done
 	return err
@@ -168,7 +171,7 @@ func (w *DirWatcher) read() {
 	for {
 		n, err := w.file.Read(buf)
 		if err != nil {
-			if !errors.Is(err, os.ErrClosed) {
+			if !w.closed.Load() {
 				w.log.WithError(err).Warn("inotify read failed")
 			}
 			return

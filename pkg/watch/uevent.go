@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -80,6 +81,7 @@ type UeventListener struct {
 	file   *os.File
 	events chan Uevent
 	done   chan struct{}
+	closed atomic.Bool
 }
 
 // ListenUevents opens the netlink socket. It fails where the process may
@@ -117,6 +119,7 @@ func (l *UeventListener) Events() <-chan Uevent { return l.events }
 
 // Close stops listening and waits for the reader to end.
 func (l *UeventListener) Close() error {
+	l.closed.Store(true)
 	err := l.file.Close()
 	<-l.done
 	return err
@@ -142,7 +145,7 @@ func (l *UeventListener) read() {
 			return rerr != unix.EAGAIN
 		})
 		if err != nil {
-			if !errors.Is(err, os.ErrClosed) {
+			if !l.closed.Load() {
 				l.log.WithError(err).Warn("uevent read failed")
 			}
 			return

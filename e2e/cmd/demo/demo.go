@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
 
-// resource is the default pool of the fake i915 card.
+// resource is the default pool of the fake i915 GPU.
 const resource = "dri-cdi.dev/i915"
 
 type narrator struct {
@@ -20,9 +21,11 @@ type narrator struct {
 	verbose bool
 }
 
+// Logf receives the harness's progress lines; they are shown with
+// DEMO_VERBOSE=1.
 func (n narrator) Logf(format string, args ...any) {
 	if n.verbose {
-		fmt.Fprintf(n.w, "    · %s\n", fmt.Sprintf(format, args...))
+		fmt.Fprintf(n.w, "      · %s\n", fmt.Sprintf(format, args...))
 	}
 }
 
@@ -30,19 +33,24 @@ func (n narrator) say(format string, args ...any) { fmt.Fprintf(n.w, format+"\n"
 
 func (n narrator) block(text string) {
 	for _, l := range strings.Split(text, "\n") {
-		fmt.Fprintf(n.w, "      %s\n", l)
+		fmt.Fprintf(n.w, "        %s\n", l)
 	}
 }
 
 func run(ctx context.Context, w io.Writer) (err error) {
 	say := narrator{w: w, verbose: os.Getenv("DEMO_VERBOSE") != ""}
 	start := time.Now()
-	card := harness.IntelGPU(0)
-	render := harness.RenderPath(card)
+	gpu := harness.IntelGPU(0)
+	render := harness.RenderPath(gpu)
+	// The command people run to check a GPU in a container.
+	script := fmt.Sprintf("exec 3<>%s && echo opened %s", render, render)
 
 	say.say("dri-cdi demo: a real kubelet, containerd and runc on this machine, with a fake GPU.")
 	say.say("")
-	say.say("[1/4] Setting up a node on private paths (takes ~20s)")
+	say.say("[1/4] Setting up a node on private paths")
+	if harness.LockBusy(harness.LockPath) {
+		say.say("      another e2e run holds %s; waiting for it to finish", harness.LockPath)
+	}
 	suite, err := harness.NewSuite(ctx, say)
 	if err != nil {
 		return err
@@ -51,7 +59,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	defer stopSignals()
 	defer func() {
 		say.say("")
-		say.say("[4/4] Cleaning up: pods, kubelet, containerd, dri-cdi, mounts, cgroups")
+		say.say("[4/4] Cleaning up: pods, dri-cdi, kubelet, containerd, shims, mounts, cgroups")
 		if cerr := suite.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -61,28 +69,29 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	}()
 	node, err := suite.StartNode(ctx, say, harness.NodeOptions{
 		Name:     "demo",
-		GPUs:     []drmtest.GPU{card},
+		GPUs:     []drmtest.GPU{gpu},
 		Delivery: harness.DeliveryCDICRI,
 		NRI:      true,
 	})
 	if err != nil {
 		return err
 	}
-	say.say("      fake GPU: PCI %s, driver %s, nodes %s (226:%d) and %s (226:%d)",
-		card.ID(), card.Driver, harness.CardPath(card), card.Card, render, int64(card.Render))
-	say.say("      they are real mknod'ed character devices; no GPU driver serves those numbers here.")
+	say.say("      kubelet (standalone, static pods), containerd with NRI, runc, dri-cdi-agent, dri-cdi-nri")
+	say.say("      fake GPU: PCI %s (%s), %s = char 226:%d, %s = char 226:%d",
+		gpu.ID(), gpu.Driver, harness.CardPath(gpu), gpu.Card, render, gpu.Render)
+	say.say("      these are real device nodes (mknod); no GPU driver serves those numbers here.")
 
 	say.say("")
-	say.say("[2/4] The bug: a pod mounts /dev/dri as a hostPath and opens %s", render)
-	bug := harness.PodSpec{Name: "hostpath-gpu", HostPathDRI: true, Script: harness.ProbeAndWait(render)}
-	if err := showPod(ctx, say, node, bug, render); err != nil {
+	say.say("[2/4] The bug: a pod mounts /dev/dri as a hostPath and runs: %s", script)
+	bug := harness.PodSpec{Name: "hostpath-gpu", HostPathDRI: true, Script: script}
+	if err := showPod(ctx, say, node, bug, render, harness.EPERM); err != nil {
 		return err
 	}
-	say.say("      EPERM = \"Operation not permitted\": the container's device cgroup denies every")
-	say.say("      device the runtime was not asked for. A hostPath is only a mount; it grants nothing.")
+	say.say("      EPERM: the container's device cgroup denies every device the runtime was not")
+	say.say("      asked for. A hostPath is only a mount; it grants nothing.")
 
 	say.say("")
-	say.say("[3/4] The fix: dri-cdi advertises the GPU as %s and the pod requests it", resource)
+	say.say("[3/4] The fix: dri-cdi advertises the GPU as %s; the pod requests one", resource)
 	if _, err := node.WaitAllocatable(ctx, resource, 1, 90*time.Second); err != nil {
 		return err
 	}
@@ -91,8 +100,8 @@ func run(ctx context.Context, w io.Writer) (err error) {
 		return err
 	}
 	say.say("      CDI devices written by dri-cdi-agent: %s", strings.Join(names, ", "))
-	fix := harness.PodSpec{Name: "dri-cdi-gpu", Resources: map[string]int64{resource: 1}, Script: harness.ProbeAndWait(render)}
-	if err := showPod(ctx, say, node, fix, render); err != nil {
+	fix := harness.PodSpec{Name: "dri-cdi-gpu", Resources: map[string]int64{resource: 1}, Script: script}
+	if err := showPod(ctx, say, node, fix, render, harness.ENXIO); err != nil {
 		return err
 	}
 	c, err := node.PodContainer(ctx, fix.Name)
@@ -103,39 +112,56 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	say.say("      the kubelet asked containerd for CDI devices: %s", strings.Join(spec.CDIDevices, ", "))
-	for _, d := range spec.DevicesAt(render) {
-		say.say("      container spec: linux.devices %s c %d:%d", d.Path, d.Major, d.Minor)
+	say.say("      the kubelet passed the CDI device to containerd: %s", strings.Join(spec.CDIDevices, ", "))
+	var devs []string
+	rules := map[string]bool{}
+	for _, d := range spec.Devices {
+		if d.Major == 226 {
+			devs = append(devs, fmt.Sprintf("%s (c %d:%d)", d.Path, d.Major, d.Minor))
+			for _, r := range spec.AllowRules(d.Major, d.Minor) {
+				rules[fmt.Sprintf("c %d:%d %s", *r.Major, *r.Minor, r.Access)] = true
+			}
+		}
 	}
-	for _, r := range spec.AllowRules(226, int64(card.Render)) {
-		say.say("      container spec: device cgroup allow c %d:%d %s", *r.Major, *r.Minor, r.Access)
-	}
-	say.say("      ENXIO = \"No such device or address\": the device cgroup ALLOWED the open and the")
-	say.say("      kernel looked for a driver for 226:%d. This machine has none, so ENXIO is the success", int64(card.Render))
-	say.say("      signal here; on a node with a real GPU the same open succeeds.")
+	say.say("      container spec, linux.devices: %s", strings.Join(devs, ", "))
+	say.say("      container spec, device cgroup allows: %s", strings.Join(sortedKeys(rules), ", "))
+	say.say("      ENXIO: the device cgroup ALLOWED the open and the kernel looked for a driver for")
+	say.say("      226:%d. This machine has none, so ENXIO is the success signal here; on a node with", gpu.Render)
+	say.say("      a real GPU the same open succeeds.")
 	return nil
 }
 
-// showPod prints the pod's manifest, runs it and prints what opening path
-// gave inside it.
-func showPod(ctx context.Context, say narrator, node *harness.Node, p harness.PodSpec, path string) error {
+// showPod prints the pod's manifest, runs it and prints what the open of
+// path gave inside it; anything but want is an error.
+func showPod(ctx context.Context, say narrator, node *harness.Node, p harness.PodSpec, path, want string) error {
 	y, err := node.ManifestYAML(p)
 	if err != nil {
 		return err
 	}
-	say.say("      pod spec:")
-	say.block("  " + strings.ReplaceAll(y, "\n", "\n  "))
+	say.say("      static pod manifest:")
+	say.block(y)
 	if err := node.CreatePod(ctx, p); err != nil {
 		return err
 	}
-	out, err := node.WaitOutput(ctx, p.Name, harness.ProbeDone, 120*time.Second)
+	out, err := node.WaitOutput(ctx, p.Name, path, 120*time.Second)
 	if err != nil {
 		return err
 	}
-	r, err := harness.ParseProbe(out, path)
-	if err != nil {
-		return err
+	out = strings.TrimSpace(out)
+	errno := harness.Errno(out)
+	say.say("      pod output: %s", out)
+	if errno != want {
+		return fmt.Errorf("pod %s: want %s, the open gave %q", p.Name, want, out)
 	}
-	say.say("      inside the pod: exec 3<>%s  ->  %s (%s)", path, r.Errno, r.Message)
+	say.say("      => %s", errno)
 	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

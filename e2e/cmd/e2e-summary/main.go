@@ -54,15 +54,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// go test prints subtests before their parent; show parents first.
-	ordered := reorder(results)
 	fmt.Println()
 	fmt.Println("== e2e summary")
-	fmt.Printf("%-56s %-6s %10s\n", "SCENARIO", "RESULT", "DURATION")
+	width := len("SCENARIO")
+	for _, r := range results {
+		width = max(width, 2*r.depth+len(r.name))
+	}
+	fmt.Printf("%-*s  %-6s %10s\n", width, "SCENARIO", "RESULT", "DURATION")
 	bad := 0
-	for _, r := range ordered {
+	for _, r := range results {
 		name := strings.Repeat("  ", r.depth) + r.name
-		fmt.Printf("%-56s %-6s %9ss\n", name, r.status, r.seconds)
+		fmt.Printf("%-*s  %-6s %9ss\n", width, name, r.status, r.seconds)
 		if r.status != "PASS" {
 			bad++
 		}
@@ -79,20 +81,4 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("all %d passed\n", len(results))
-}
-
-// reorder puts each top-level test before its subtests, keeping the order
-// in which top-level tests finished.
-func reorder(rs []result) []result {
-	var out, pending []result
-	for _, r := range rs {
-		if r.depth == 0 {
-			out = append(out, r)
-			out = append(out, pending...)
-			pending = nil
-			continue
-		}
-		pending = append(pending, r)
-	}
-	return append(out, pending...)
 }

@@ -1,18 +1,3 @@
-// Package kubelettest is a fake kubelet for device plugin tests: a real
-// Registration gRPC server on kubelet.sock in a directory that behaves
-// like the kubelet's device-plugins dir.
-//
-// On Register it does what the kubelet does: it checks the request, dials
-// the plugin's socket, calls GetDevicePluginOptions and then keeps a
-// ListAndWatch stream open, remembering the latest device list. Tests use
-// Endpoint to read that list and to call Allocate and
-// GetPreferredAllocation over the same connection.
-//
-// Restart mimics a kubelet restart: it deletes every socket in the
-// directory (or the whole directory) and serves kubelet.sock anew.
-//
-// Unix socket paths must stay under 108 bytes: put the directory in
-// os.MkdirTemp("", "dc"), not t.TempDir().
 package kubelettest
 
 import (
@@ -44,6 +29,8 @@ type Kubelet struct {
 	server    *grpc.Server
 	endpoints map[string]*Endpoint
 	regs      []*pluginapi.RegisterRequest
+	reject    int
+	rejected  int
 }
 
 // Start serves kubelet.sock in dir, creating dir if needed.
@@ -121,6 +108,14 @@ func (k *Kubelet) Replace() error {
 // Register validates the request like the kubelet, connects back to the
 // plugin and starts watching its devices.
 func (k *Kubelet) Register(ctx context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	k.mu.Lock()
+	if k.reject > 0 {
+		k.reject--
+		k.rejected++
+		k.mu.Unlock()
+		return nil, errors.New("registration rejected by the test")
+	}
+	k.mu.Unlock()
 	if req.Version != pluginapi.Version {
 		return nil, fmt.Errorf("unsupported API version %q", req.Version)
 	}
@@ -150,6 +145,21 @@ func (k *Kubelet) Register(ctx context.Context, req *pluginapi.RegisterRequest) 
 	k.endpoints[req.ResourceName] = e
 	k.regs = append(k.regs, req)
 	return &pluginapi.Empty{}, nil
+}
+
+// RejectNext makes the next n Register calls fail, as a kubelet that is
+// still starting up can.
+func (k *Kubelet) RejectNext(n int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.reject = n
+}
+
+// Rejected counts the Register calls failed by RejectNext.
+func (k *Kubelet) Rejected() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.rejected
 }
 
 // Registrations returns every accepted registration so far, in order.
@@ -246,6 +256,7 @@ type Endpoint struct {
 	updates   int
 	ended     bool
 	streamErr error
+	changed   chan struct{} // closed and replaced on every message
 }
 
 func dial(socket, resource string) (*Endpoint, error) {
@@ -253,7 +264,7 @@ func dial(socket, resource string) (*Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial plugin %s: %w", socket, err)
 	}
-	return &Endpoint{Resource: resource, Socket: socket, Client: pluginapi.NewDevicePluginClient(conn), conn: conn}, nil
+	return &Endpoint{Resource: resource, Socket: socket, Client: pluginapi.NewDevicePluginClient(conn), conn: conn, changed: make(chan struct{})}, nil
 }
 
 func (e *Endpoint) watch() {
@@ -263,6 +274,7 @@ func (e *Endpoint) watch() {
 	if err != nil {
 		e.mu.Lock()
 		e.ended, e.streamErr = true, err
+		close(e.changed)
 		e.mu.Unlock()
 		return
 	}
@@ -272,11 +284,14 @@ func (e *Endpoint) watch() {
 			e.mu.Lock()
 			if err != nil {
 				e.ended, e.streamErr = true, err
+				close(e.changed)
 				e.mu.Unlock()
 				return
 			}
 			e.devices = resp.Devices
 			e.updates++
+			close(e.changed)
+			e.changed = make(chan struct{})
 			e.mu.Unlock()
 		}
 	}()
@@ -303,11 +318,40 @@ func (e *Endpoint) Updates() int {
 	return e.updates
 }
 
+// Err returns why the ListAndWatch stream ended, nil while it runs.
+func (e *Endpoint) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.streamErr
+}
+
 // Ended reports whether the ListAndWatch stream ended.
 func (e *Endpoint) Ended() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.ended
+}
+
+// WaitFor waits until the latest device list satisfies ok, the stream
+// ends, or ctx is done; it is meant for benchmarks, where polling would
+// distort the measurement.
+func (e *Endpoint) WaitFor(ctx context.Context, ok func([]*pluginapi.Device) bool) error {
+	for {
+		e.mu.Lock()
+		devs, ended, ch := e.devices, e.ended, e.changed
+		e.mu.Unlock()
+		if ok(devs) {
+			return nil
+		}
+		if ended {
+			return fmt.Errorf("ListAndWatch of %s ended: %v", e.Resource, e.streamErr)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the devices of %s: %w", e.Resource, ctx.Err())
+		}
+	}
 }
 
 // Health returns device ID -> health from the latest list.

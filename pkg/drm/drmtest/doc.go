@@ -29,7 +29,10 @@
 // # Live changes
 //
 // Tree.Add, Remove, Unbind and Rebind change the tree the way hotplug and
-// driver binding change a host, for tests of code that rescans.
+// driver binding change a host, for tests of code that rescans. As on a
+// host, where udev acts on the kernel's uevent, each change completes in
+// sysfs before the nodes and by-path links under dev appear or go: a
+// watcher of the dev tree sees its last event once sysfs has settled.
 //
 // # Example
 //

@@ -51,6 +51,9 @@ type Tree struct {
 	mknod bool
 	gpus  map[string]GPU
 	bound map[string]bool
+	// afterKernel, when set (by tests of this package), runs between the
+	// kernel's and udev's part of every change.
+	afterKernel func(op string, g GPU)
 }
 
 // Build creates a fake tree under root holding gpus and returns its roots.
@@ -161,8 +164,9 @@ func (t *Tree) Add(g GPU) error {
 	return nil
 }
 
-// Remove unplugs the GPU with this ID: its DRM entries and nodes go
-// first, then its device directory.
+// Remove unplugs the GPU with this ID: its DRM entries and device
+// directory go first (the kernel's part), then its nodes and by-path
+// links (udev's part).
 func (t *Tree) Remove(id string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -170,8 +174,9 @@ func (t *Tree) Remove(id string) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownGPU, id)
 	}
-	if t.bound[id] {
-		if err := t.unbind(g); err != nil {
+	wasBound := t.bound[id]
+	if wasBound {
+		if err := t.unbindSysfs(g); err != nil {
 			return err
 		}
 		delete(t.bound, id)
@@ -190,6 +195,10 @@ func (t *Tree) Remove(id string) error {
 	errs = append(errs, os.RemoveAll(t.deviceDir(g)))
 	if err := errors.Join(ignoreNotExist(errs)...); err != nil {
 		return fmt.Errorf("remove fake GPU %s: %w", id, err)
+	}
+	if wasBound {
+		t.kernelDone("remove", g)
+		return t.udevRemove(g)
 	}
 	return nil
 }
@@ -384,41 +393,32 @@ func byPathPrefix(g GPU) string {
 	return "pci-" + g.PCIAddress
 }
 
-// bind makes the driver's DRM device appear: dev nodes and by-path links
-// first (so that a concurrent discovery never sees a sysfs entry whose
-// node udev has not made yet), then the sysfs entries, the render node
-// before the card node, in the order the kernel registers DRM minors.
+// bind makes the driver's DRM device appear in the order of a real host:
+// first the kernel's part (bindSysfs), then udev's (udevAdd), which on a
+// host acts on the kernel's uevent. A watcher of the dev tree thus sees
+// its last event only once sysfs is complete, and a discovery that runs
+// in between finds a sysfs entry whose node is not there yet, as it can
+// on a host.
 func (t *Tree) bind(g GPU) error {
+	if err := t.bindSysfs(g); err != nil {
+		return err
+	}
+	t.kernelDone("bind", g)
+	return t.udevAdd(g)
+}
+
+// bindSysfs is the kernel's part of bind: the driver link, then the DRM
+// minors (the render node before the card node, in the order
+// drm_dev_register registers them), connectors and class links.
+func (t *Tree) bindSysfs(g GPU) error {
 	parent := t.parentDir(g)
 	if g.Driver != "" {
-		bus := g.bus()
-		if err := t.bindDriver(parent, bus, g.Driver); err != nil {
+		if err := t.bindDriver(parent, g.bus(), g.Driver); err != nil {
 			return err
 		}
 	}
 	card := fmt.Sprintf("card%d", g.Card)
 	render := fmt.Sprintf("renderD%d", g.Render)
-	dri := filepath.Join(t.dev, "dri")
-	byPath := filepath.Join(dri, "by-path")
-	if err := t.node(filepath.Join(dri, card), DRMMajor, g.Card, VideoGID); err != nil {
-		return err
-	}
-	if err := relSymlink(filepath.Join(dri, card), filepath.Join(byPath, byPathPrefix(g)+"-card")); err != nil {
-		return err
-	}
-	if g.Render >= 0 {
-		if err := t.node(filepath.Join(dri, render), DRMMajor, g.Render, RenderGID); err != nil {
-			return err
-		}
-		if err := relSymlink(filepath.Join(dri, render), filepath.Join(byPath, byPathPrefix(g)+"-render")); err != nil {
-			return err
-		}
-	}
-	if g.KFD {
-		if err := t.node(filepath.Join(t.dev, "kfd"), KFDMajor, KFDMinor, RenderGID); err != nil {
-			return err
-		}
-	}
 	if g.Render >= 0 {
 		if err := t.minorDir(parent, render, g.Render); err != nil {
 			return err
@@ -448,6 +448,33 @@ func (t *Tree) bind(g GPU) error {
 	return relSymlink(filepath.Join(parent, "drm", card), filepath.Join(t.sys, "class", "drm", card))
 }
 
+// udevAdd is udev's part of bind: the device nodes, each followed by its
+// by-path link, and /dev/kfd.
+func (t *Tree) udevAdd(g GPU) error {
+	card := fmt.Sprintf("card%d", g.Card)
+	render := fmt.Sprintf("renderD%d", g.Render)
+	dri := filepath.Join(t.dev, "dri")
+	byPath := filepath.Join(dri, "by-path")
+	if g.Render >= 0 {
+		if err := t.node(filepath.Join(dri, render), DRMMajor, g.Render, RenderGID); err != nil {
+			return err
+		}
+		if err := relSymlink(filepath.Join(dri, render), filepath.Join(byPath, byPathPrefix(g)+"-render")); err != nil {
+			return err
+		}
+	}
+	if err := t.node(filepath.Join(dri, card), DRMMajor, g.Card, VideoGID); err != nil {
+		return err
+	}
+	if err := relSymlink(filepath.Join(dri, card), filepath.Join(byPath, byPathPrefix(g)+"-card")); err != nil {
+		return err
+	}
+	if g.KFD {
+		return t.node(filepath.Join(t.dev, "kfd"), KFDMajor, KFDMinor, RenderGID)
+	}
+	return nil
+}
+
 // minorDir creates <parent>/drm/<name> as the kernel does for a DRM minor.
 func (t *Tree) minorDir(parent, name string, minor int) error {
 	dir := filepath.Join(parent, "drm", name)
@@ -460,14 +487,29 @@ func (t *Tree) minorDir(parent, name string, minor int) error {
 	)
 }
 
-// unbind undoes bind: sysfs entries first (card node before render
-// node, as the kernel unregisters them), then nodes and links.
+// unbind undoes bind in the order of a real host: the kernel's part
+// (unbindSysfs), then udev's (udevRemove).
 func (t *Tree) unbind(g GPU) error {
+	if err := t.unbindSysfs(g); err != nil {
+		return err
+	}
+	t.kernelDone("unbind", g)
+	return t.udevRemove(g)
+}
+
+func (t *Tree) kernelDone(op string, g GPU) {
+	if t.afterKernel != nil {
+		t.afterKernel(op, g)
+	}
+}
+
+// unbindSysfs removes the DRM entries (card node before render node, as
+// the kernel unregisters them) and the driver link.
+func (t *Tree) unbindSysfs(g GPU) error {
 	parent := t.parentDir(g)
 	card := fmt.Sprintf("card%d", g.Card)
 	render := fmt.Sprintf("renderD%d", g.Render)
 	class := filepath.Join(t.sys, "class", "drm")
-	dri := filepath.Join(t.dev, "dri")
 	errs := []error{os.Remove(filepath.Join(class, card))}
 	for _, c := range g.Connectors {
 		errs = append(errs, os.Remove(filepath.Join(class, card+"-"+c)))
@@ -475,20 +517,32 @@ func (t *Tree) unbind(g GPU) error {
 	if g.Render >= 0 {
 		errs = append(errs, os.Remove(filepath.Join(class, render)))
 	}
-	errs = append(errs,
-		os.RemoveAll(filepath.Join(parent, "drm")),
-		os.Remove(filepath.Join(dri, "by-path", byPathPrefix(g)+"-card")),
-		os.Remove(filepath.Join(dri, card)),
-	)
-	if g.Render >= 0 {
-		errs = append(errs,
-			os.Remove(filepath.Join(dri, "by-path", byPathPrefix(g)+"-render")),
-			os.Remove(filepath.Join(dri, render)))
-	}
+	errs = append(errs, os.RemoveAll(filepath.Join(parent, "drm")))
 	if g.Driver != "" {
 		errs = append(errs,
 			os.Remove(filepath.Join(parent, "driver")),
 			removeBackLink(filepath.Join(t.sys, "bus", g.bus(), "drivers", g.Driver), filepath.Base(parent)))
+	}
+	if err := errors.Join(ignoreNotExist(errs)...); err != nil {
+		return fmt.Errorf("unbind fake GPU %s: %w", g.ID(), err)
+	}
+	return nil
+}
+
+// udevRemove removes the nodes and by-path links of g, and /dev/kfd when
+// no other bound GPU needs it.
+func (t *Tree) udevRemove(g GPU) error {
+	card := fmt.Sprintf("card%d", g.Card)
+	render := fmt.Sprintf("renderD%d", g.Render)
+	dri := filepath.Join(t.dev, "dri")
+	errs := []error{
+		os.Remove(filepath.Join(dri, "by-path", byPathPrefix(g)+"-card")),
+		os.Remove(filepath.Join(dri, card)),
+	}
+	if g.Render >= 0 {
+		errs = append(errs,
+			os.Remove(filepath.Join(dri, "by-path", byPathPrefix(g)+"-render")),
+			os.Remove(filepath.Join(dri, render)))
 	}
 	if g.KFD && !t.otherKFD(g.ID()) {
 		errs = append(errs, os.Remove(filepath.Join(t.dev, "kfd")))

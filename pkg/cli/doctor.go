@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/doctor"
+)
+
+func doctorCommand() *Command {
+	return &Command{Name: "doctor", Summary: "Check this node's runtime, kubelet and GPUs for dri-cdi", Run: runDoctor}
+}
+
+const doctorHelp = `Checks this node the way an operator would, reading only: the containerd
+config (CDI on, the CDI spec dir in cdi_spec_dirs, NRI on and reachable),
+the kubelet's device plugin and PodResources sockets, the cgroup version,
+the DRM cards and their device nodes, and dri-cdi's CDI specs (valid, and
+matching the cards). Each check prints OK, WARN or FAIL, with the fix for
+every WARN and FAIL, and the delivery mode this node supports.
+
+Exits 1 when a check fails. Run it on the host as root, or in a debug pod
+with the host's filesystem mounted and -host-root pointing at it.`
+
+func runDoctor(ctx context.Context, env *Env, args []string) error {
+	f := newFlags("dri-cdi doctor", "[flags]", doctorHelp)
+	opts := doctor.DefaultOptions()
+	doctor.RegisterFlags(f.FlagSet, &opts)
+	cfgPath := f.String("config", "", "dri-cdi config file; its cdiKind replaces -cdi-kind")
+	output := f.String("output", "text", "output format: text or json")
+	f.alias("o", "output")
+	f.finish()
+	if err := f.parse(env, args, false); err != nil {
+		return err
+	}
+	if err := oneOf(f, "output", *output, "text", "json"); err != nil {
+		return err
+	}
+	if err := oneOf(f, "delivery", opts.Delivery, doctor.DeliveryCDICRI, doctor.DeliveryNRI, doctor.DeliveryDeviceSpecs); err != nil {
+		return err
+	}
+	if *cfgPath != "" {
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		opts.CDIKind = cfg.Kind()
+	}
+	failed, err := doctor.Run(ctx, opts, *output, env.Stdout)
+	if err != nil {
+		return err
+	}
+	if failed {
+		return doctor.ErrChecksFailed
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
+)
+
+// ErrChecksFailed is returned by Command when at least one check failed,
+// so that the CLI exits non-zero.
+var ErrChecksFailed = errors.New("doctor: at least one check failed")
+
+// EnvPrefix is the environment variable prefix of the doctor's flags.
+const EnvPrefix = "DRI_CDI"
+
+// RegisterFlags adds the doctor's path and mode flags to fs, with opts'
+// current values as defaults, writing into opts.
+func RegisterFlags(fs *flag.FlagSet, opts *Options) {
+	fs.StringVar(&opts.Root, "host-root", opts.Root, "where the host's filesystem is mounted (e.g. /host in a debug pod); every other path is looked up below it")
+	fs.StringVar(&opts.ContainerdConfig, "containerd-config", opts.ContainerdConfig, "containerd config file (default: the first that exists of /etc/containerd/config.toml and the k3s and RKE2 ones)")
+	fs.StringVar(&opts.ContainerdVersion, "containerd-version", opts.ContainerdVersion, "containerd version, as `containerd --version` prints it (some settings differ between versions)")
+	fs.StringVar(&opts.CDIDir, "cdi-dir", opts.CDIDir, "directory of the agent's CDI specs")
+	fs.StringVar(&opts.CDIKind, "cdi-kind", opts.CDIKind, "CDI kind of the agent's devices")
+	fs.StringVar(&opts.KubeletDir, "kubelet-dir", opts.KubeletDir, "kubelet device plugin directory")
+	fs.StringVar(&opts.PodResourcesSocket, "pod-resources-socket", opts.PodResourcesSocket, "kubelet PodResources socket")
+	fs.StringVar(&opts.NRISocket, "nri-socket", opts.NRISocket, "containerd NRI socket the plugin dials")
+	fs.StringVar(&opts.SysfsRoot, "sysfs-root", opts.SysfsRoot, "sysfs mount point")
+	fs.StringVar(&opts.DevRoot, "dev-root", opts.DevRoot, "devfs mount point")
+	fs.StringVar(&opts.Delivery, "delivery", opts.Delivery, "the agent's delivery mode: cdi-cri, nri or device-specs")
+}
+
+// Command is the `dri-cdi doctor` subcommand: it parses args (flags and
+// DRI_CDI_* environment variables), checks the node and writes the report
+// to stdout. It returns ErrChecksFailed when a check failed.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opts, format := DefaultOptions(), "text"
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	RegisterFlags(fs, &opts)
+	fs.StringVar(&format, "o", format, "output format: text or json")
+	flagenv.Usage(fs, EnvPrefix)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("doctor takes no arguments, got %q", fs.Args())
+	}
+	if err := flagenv.Apply(fs, EnvPrefix, os.LookupEnv); err != nil {
+		return err
+	}
+	failed, err := Run(ctx, opts, format, stdout)
+	if err != nil {
+		return err
+	}
+	if failed {
+		return ErrChecksFailed
+	}
+	return nil
+}

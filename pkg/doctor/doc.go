@@ -1,0 +1,28 @@
+// Package doctor checks a node the way an operator would before and after
+// deploying dri-cdi, and says for each problem how to fix it.
+//
+// # Checks
+//
+// Every check reads, never writes:
+//
+//   - the containerd configuration (version 2 and version 3 layouts, with
+//     its imports): is CDI on, is the CDI spec directory in cdi_spec_dirs,
+//     is NRI on and reachable on the socket the plugin dials; next to a k3s
+//     config it points at the config.toml.tmpl to edit;
+//   - the kubelet: its device plugin directory and kubelet.sock, and the
+//     PodResources socket;
+//   - the cgroup version;
+//   - the DRM cards and their device nodes (pkg/drm discovery);
+//   - the CDI specs of our kind: valid for the CDI library, and matching
+//     the cards and device nodes of this node;
+//   - which delivery mode this runtime supports, against the one deployed.
+//
+// Each check ends OK, WARN or FAIL; a FAIL makes the report failed. Every
+// path is an Option, so tests run against fixture trees.
+//
+// # Example
+//
+//	rep := doctor.Check(ctx, doctor.DefaultOptions())
+//	_ = rep.WriteText(os.Stdout)
+//	if rep.Failed { os.Exit(1) }
+package doctor

@@ -1,0 +1,195 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+)
+
+// Status is the outcome of one check.
+type Status string
+
+// The outcomes, from good to bad.
+const (
+	OK   Status = "OK"
+	Warn Status = "WARN"
+	Fail Status = "FAIL"
+)
+
+// Delivery modes of the agent (its --delivery flag).
+const (
+	DeliveryCDICRI      = "cdi-cri"
+	DeliveryNRI         = "nri"
+	DeliveryDeviceSpecs = "device-specs"
+)
+
+// Result is one check's outcome.
+type Result struct {
+	// Name identifies the check, e.g. "containerd.cdi".
+	Name string `json:"name"`
+	// Status is OK, WARN or FAIL.
+	Status Status `json:"status"`
+	// Message says what was found.
+	Message string `json:"message"`
+	// Fix says what to do about a WARN or FAIL.
+	Fix string `json:"fix,omitempty"`
+}
+
+// Report is the outcome of every check.
+type Report struct {
+	Results []Result `json:"results"`
+	// Delivery is the delivery mode the report was made for.
+	Delivery string `json:"delivery"`
+	// Recommended is the delivery mode this node's runtime supports best.
+	Recommended string `json:"recommendedDelivery"`
+	// Failed is true when any check failed.
+	Failed bool `json:"failed"`
+}
+
+// Options are the paths and settings the checks use.
+type Options struct {
+	// Root is where the host's filesystem is, "/" or "" on the host itself
+	// (e.g. /host in a debug pod that mounts it there). Every other path
+	// is a host path, looked up under Root.
+	Root string
+	// ContainerdConfig is containerd's config file. Empty means the first
+	// of DefaultContainerdConfigs that exists.
+	ContainerdConfig string
+	// ContainerdVersion is the containerd version ("2.4.2", "v1.7.27"),
+	// when known; some settings mean different things across versions.
+	ContainerdVersion string
+	// CDIDir is where the agent writes the CDI specs.
+	CDIDir string
+	// CDIKind is the CDI kind of our devices.
+	CDIKind string
+	// KubeletDir is the kubelet's device plugin directory.
+	KubeletDir string
+	// PodResourcesSocket is the kubelet's PodResources socket.
+	PodResourcesSocket string
+	// NRISocket is the NRI socket the plugin dials.
+	NRISocket string
+	// SysfsRoot and DevRoot stand for /sys and /dev.
+	SysfsRoot, DevRoot string
+	// Delivery is the agent's delivery mode: cdi-cri, nri or device-specs.
+	Delivery string
+}
+
+// DefaultContainerdConfigs are the config files looked for when
+// Options.ContainerdConfig is empty: containerd's own, then k3s's and
+// RKE2's generated files.
+var DefaultContainerdConfigs = []string{
+	"/etc/containerd/config.toml",
+	"/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+	"/var/lib/rancher/rke2/agent/etc/containerd/config.toml",
+}
+
+// DefaultOptions are the paths of a standard node, matching the defaults
+// of dri-cdi-agent and dri-cdi-nri.
+func DefaultOptions() Options {
+	return Options{
+		Root:               "/",
+		CDIDir:             "/var/run/cdi",
+		CDIKind:            "dri-cdi.dev/gpu",
+		KubeletDir:         "/var/lib/kubelet/device-plugins",
+		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
+		NRISocket:          "/var/run/nri/nri.sock",
+		SysfsRoot:          "/sys",
+		DevRoot:            "/dev",
+		Delivery:           DeliveryCDICRI,
+	}
+}
+
+// Check runs every check. It never writes to the node.
+func Check(ctx context.Context, opts Options) *Report {
+	d := &doctor{opts: opts, ctx: ctx}
+	return d.run()
+}
+
+// Run checks the node and writes the report to w as text or json. failed
+// is true when a check failed; err is about writing or a bad format.
+func Run(ctx context.Context, opts Options, format string, w io.Writer) (failed bool, err error) {
+	if format != "text" && format != "json" {
+		return false, fmt.Errorf("invalid output format %q: want text or json", format)
+	}
+	if err := validDelivery(opts.Delivery); err != nil {
+		return false, err
+	}
+	rep := Check(ctx, opts)
+	if format == "json" {
+		err = rep.WriteJSON(w)
+	} else {
+		err = rep.WriteText(w)
+	}
+	return rep.Failed, err
+}
+
+func validDelivery(d string) error {
+	switch d {
+	case DeliveryCDICRI, DeliveryNRI, DeliveryDeviceSpecs:
+		return nil
+	}
+	return fmt.Errorf("invalid delivery mode %q: want cdi-cri, nri or device-specs", d)
+}
+
+// WriteJSON writes the report as one indented JSON object.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes one line per check, with its fix indented below it.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	for _, res := range r.Results {
+		fmt.Fprintf(&b, "%-4s  %-26s %s\n", res.Status, res.Name, res.Message)
+		if res.Fix != "" {
+			for _, l := range strings.Split(res.Fix, "\n") {
+				fmt.Fprintf(&b, "      %-26s fix: %s\n", "", l)
+			}
+		}
+	}
+	counts := map[Status]int{}
+	for _, res := range r.Results {
+		counts[res.Status]++
+	}
+	fmt.Fprintf(&b, "\n%d OK, %d WARN, %d FAIL; delivery %s, recommended %s\n",
+		counts[OK], counts[Warn], counts[Fail], r.Delivery, r.Recommended)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+type doctor struct {
+	ctx  context.Context
+	opts Options
+	rep  Report
+}
+
+// host maps a host path to where it is visible to this process.
+func (d *doctor) host(p string) string {
+	if d.opts.Root == "" || d.opts.Root == "/" {
+		return p
+	}
+	return filepath.Join(d.opts.Root, p)
+}
+
+func (d *doctor) add(name string, s Status, msg, fix string) {
+	d.rep.Results = append(d.rep.Results, Result{Name: name, Status: s, Message: msg, Fix: fix})
+	if s == Fail {
+		d.rep.Failed = true
+	}
+}
+
+func (d *doctor) run() *Report {
+	d.rep.Delivery = d.opts.Delivery
+	rt := d.checkContainerd()
+	d.checkKubelet()
+	d.checkCgroup()
+	cards := d.checkDevices()
+	d.checkSpecs(cards)
+	d.advise(rt)
+	return &d.rep
+}

@@ -1,0 +1,253 @@
+package doctor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"golang.org/x/sys/unix"
+	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
+)
+
+func (d *doctor) checkKubelet() {
+	dir := d.opts.KubeletDir
+	if fi, err := os.Stat(d.host(dir)); err != nil || !fi.IsDir() {
+		d.add("kubelet.device-plugins", Fail, fmt.Sprintf("%s is not a directory: is the kubelet running, with its default root dir?", dir),
+			"start the kubelet; it serves kubelet.sock from /var/lib/kubelet/device-plugins (even with --root-dir); pass --kubelet-dir if yours differs")
+	} else if err := isSocket(filepath.Join(dir, "kubelet.sock"), d.host(filepath.Join(dir, "kubelet.sock"))); err != nil {
+		d.add("kubelet.device-plugins", Fail, err.Error()+": the kubelet's device plugin registration socket is missing",
+			"start the kubelet (it re-creates kubelet.sock on start; the agent re-registers when it appears)")
+	} else {
+		d.add("kubelet.device-plugins", OK, filepath.Join(dir, "kubelet.sock")+" is a socket", "")
+	}
+
+	bad := Fail
+	if d.opts.Delivery == DeliveryDeviceSpecs {
+		bad = Warn
+	}
+	if err := isSocket(d.opts.PodResourcesSocket, d.host(d.opts.PodResourcesSocket)); err != nil {
+		d.add("kubelet.pod-resources", bad, err.Error()+": the NRI plugin confirms every allocation through it",
+			"start the kubelet; with --root-dir the socket is <root-dir>/pod-resources/kubelet.sock: pass that as --pod-resources-socket")
+	} else {
+		d.add("kubelet.pod-resources", OK, d.opts.PodResourcesSocket+" is a socket", "")
+	}
+}
+
+// checkCgroup reports the cgroup layout from <sysfs>/fs/cgroup.
+func (d *doctor) checkCgroup() {
+	root := d.host(filepath.Join(d.opts.SysfsRoot, "fs", "cgroup"))
+	exists := func(p string) bool { _, err := os.Stat(filepath.Join(root, p)); return err == nil }
+	switch {
+	case exists("cgroup.controllers"):
+		d.add("cgroup", OK, "cgroup v2 (unified): device access is enforced by eBPF programs the runtime attaches", "")
+	case exists("unified/cgroup.controllers") && exists("devices"):
+		d.add("cgroup", Warn, "cgroup v1 hybrid: the v1 devices controller enforces device access",
+			"kubelet 1.35 and later refuse cgroup v1 unless failCgroupV1: false is set in the KubeletConfiguration; move the node to cgroup v2")
+	case exists("devices"):
+		d.add("cgroup", Warn, "cgroup v1: the devices controller enforces device access",
+			"kubelet 1.35 and later refuse cgroup v1 unless failCgroupV1: false is set in the KubeletConfiguration; move the node to cgroup v2")
+	default:
+		d.add("cgroup", Warn, fmt.Sprintf("cannot tell the cgroup version from %s", root), "check that cgroupfs is mounted at /sys/fs/cgroup")
+	}
+}
+
+// checkDevices runs discovery and reports the cards and what was skipped.
+func (d *doctor) checkDevices() []drm.Card {
+	inv, err := drm.Discover(drm.Roots{Sysfs: d.host(d.opts.SysfsRoot), Dev: d.host(d.opts.DevRoot)})
+	if err != nil {
+		d.add("devices", Fail, err.Error(), "run as root on the host, with --sysfs-root and --dev-root pointing at sysfs and /dev")
+		return nil
+	}
+	for _, e := range inv.Skipped {
+		d.add("devices.skipped", Warn, e.Error(), "a card with missing or wrong device nodes is not advertised; check udev and the driver (dmesg)")
+	}
+	if len(inv.Cards) == 0 {
+		d.add("devices", Warn, fmt.Sprintf("no DRM card under %s/class/drm: nothing to advertise", d.opts.SysfsRoot),
+			"load the GPU's kernel driver (lsmod, dmesg); dri-cdi needs the card's DRM nodes")
+		return nil
+	}
+	var parts []string
+	for _, c := range inv.Cards {
+		nodes := []string{filepath.Base(c.CardNode.Path)}
+		if c.RenderNode != nil {
+			nodes = append(nodes, filepath.Base(c.RenderNode.Path))
+		} else {
+			nodes = append(nodes, "display-only")
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s: %s)", c.ID, c.Driver, strings.Join(nodes, ", ")))
+	}
+	d.add("devices", OK, fmt.Sprintf("%d card(s): %s", len(inv.Cards), strings.Join(parts, "; ")), "")
+	return inv.Cards
+}
+
+// specFilePrefix is the file name prefix of our kind's spec files:
+// dri-cdi.dev/gpu → dri-cdi.dev-gpu_.
+func specFilePrefix(kind string) string { return strings.ReplaceAll(kind, "/", "-") + "_" }
+
+// checkSpecs validates our CDI spec files with the CDI library and
+// compares their devices with the discovered cards and the host's nodes.
+func (d *doctor) checkSpecs(cards []drm.Card) {
+	dir, kind := d.opts.CDIDir, d.opts.CDIKind
+	entries, err := os.ReadDir(d.host(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		d.add("cdi.specs", Warn, dir+" does not exist: the agent has not written any CDI spec", "deploy dri-cdi (the agent creates the directory)")
+		return
+	}
+	if err != nil {
+		d.add("cdi.specs", Fail, fmt.Sprintf("read CDI dir: %v", err), "run as root")
+		return
+	}
+	prefix := specFilePrefix(kind)
+	devices := map[string][]string{} // device name → files defining it
+	nodes := map[string]nodeRef{}    // host path → first spec node
+	files := 0
+	invalid := false
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) || e.IsDir() {
+			continue
+		}
+		files++
+		path := filepath.Join(dir, e.Name())
+		spec, err := cdilib.ReadSpec(d.host(path), 0)
+		if err != nil {
+			invalid = true
+			d.add("cdi.spec", Fail, fmt.Sprintf("%s: %v", path, err), "the agent rewrites its specs on start; remove the file if no agent owns it")
+			continue
+		}
+		if spec.Kind != kind {
+			invalid = true
+			d.add("cdi.spec", Fail, fmt.Sprintf("%s has kind %q, want %q", path, spec.Kind, kind), "remove the file; only the agent writes files with this prefix")
+			continue
+		}
+		for _, dev := range spec.Devices {
+			devices[dev.Name] = append(devices[dev.Name], path)
+			for _, n := range dev.ContainerEdits.DeviceNodes {
+				hp := n.HostPath
+				if hp == "" {
+					hp = n.Path
+				}
+				if _, ok := nodes[hp]; !ok && n.Major != 0 {
+					nodes[hp] = nodeRef{major: n.Major, minor: n.Minor, device: dev.Name, file: path}
+				}
+			}
+		}
+	}
+	if files == 0 {
+		d.add("cdi.specs", Warn, fmt.Sprintf("no %s* spec in %s: the agent is not running or found no card", prefix, dir), "deploy dri-cdi; check the agent's log")
+		return
+	}
+	for name, fs := range devices {
+		if len(fs) > 1 {
+			invalid = true
+			d.add("cdi.spec", Fail, fmt.Sprintf("device %s is defined in %d files (%s): the runtime refuses ambiguous names", name, len(fs), strings.Join(fs, ", ")),
+				"remove the files no agent owns")
+		}
+	}
+	if !invalid {
+		d.add("cdi.specs", OK, fmt.Sprintf("%d valid spec file(s) of kind %s in %s", files, kind, dir), "")
+	}
+
+	// Cards versus spec devices.
+	byID := map[string]bool{}
+	var missing []string
+	for _, c := range cards {
+		byID[c.ID] = true
+		if _, ok := devices[c.ID]; !ok && !c.DisplayOnly() {
+			missing = append(missing, c.ID)
+		}
+	}
+	var stale []string
+	for name := range devices {
+		if name != "all" && !byID[name] {
+			stale = append(stale, name)
+		}
+	}
+	sort.Strings(stale)
+	if len(missing) > 0 {
+		d.add("cdi.cards", Warn, "card(s) without a CDI device: "+strings.Join(missing, ", "),
+			"the agent writes a spec for every card a pool takes: check that it runs and that the config's pools take these cards")
+	}
+	if len(stale) > 0 {
+		d.add("cdi.cards", Fail, "CDI device(s) for card(s) not on this node: "+strings.Join(stale, ", ")+"; pods allocated them fail to start",
+			"start the agent (it removes specs of cards that are gone), or remove those files")
+	}
+	if len(missing) == 0 && len(stale) == 0 {
+		d.add("cdi.cards", OK, "every card with a render node has a CDI device", "")
+	}
+
+	// Spec nodes versus host nodes.
+	var wrong []string
+	for hp, ref := range nodes {
+		if msg := d.compareNode(hp, ref); msg != "" {
+			wrong = append(wrong, msg)
+		}
+	}
+	sort.Strings(wrong)
+	if len(wrong) > 0 {
+		d.add("cdi.nodes", Fail, strings.Join(wrong, "; "),
+			"the specs are stale: start the agent, which rewrites them when the nodes change")
+	} else {
+		d.add("cdi.nodes", OK, fmt.Sprintf("%d device node(s) in the specs match the host", len(nodes)), "")
+	}
+}
+
+type nodeRef struct {
+	major, minor int64
+	device, file string
+}
+
+// compareNode checks that the host node a spec names exists with the
+// spec's numbers. Host paths under /dev are looked up under DevRoot.
+func (d *doctor) compareNode(hostPath string, ref nodeRef) string {
+	p := d.host(hostPath)
+	if rest, ok := strings.CutPrefix(hostPath, "/dev/"); ok {
+		p = d.host(filepath.Join(d.opts.DevRoot, rest))
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return fmt.Sprintf("%s (device %s): %v", hostPath, ref.device, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return fmt.Sprintf("%s (device %s) is not a character device", hostPath, ref.device)
+	}
+	maj, mnr := int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+	if maj != ref.major || mnr != ref.minor {
+		return fmt.Sprintf("%s (device %s) is %d:%d on the host, %d:%d in %s", hostPath, ref.device, maj, mnr, ref.major, ref.minor, ref.file)
+	}
+	return ""
+}
+
+// advise recommends a delivery mode from what the runtime supports.
+func (d *doctor) advise(rt runtimeState) {
+	switch {
+	case rt.cdi == yes && rt.nri == yes:
+		d.rep.Recommended = DeliveryCDICRI
+	case rt.nri == yes:
+		d.rep.Recommended = DeliveryNRI
+	case rt.nri == no:
+		d.rep.Recommended = DeliveryDeviceSpecs
+	default:
+		d.rep.Recommended = DeliveryNRI
+	}
+	why := map[string]string{
+		DeliveryCDICRI:      "containerd resolves our CDI names and NRI is reachable",
+		DeliveryNRI:         "NRI is reachable but containerd may not resolve our CDI names",
+		DeliveryDeviceSpecs: "NRI is not reachable",
+	}[d.rep.Recommended]
+	overlay := map[string]string{
+		DeliveryCDICRI:      "kustomize base or k3s overlay; Helm delivery=cdi-cri",
+		DeliveryNRI:         "kustomize overlay nri-mode; Helm delivery=nri",
+		DeliveryDeviceSpecs: "kustomize overlay device-specs; Helm delivery=device-specs,nri.enabled=false",
+	}[d.rep.Recommended]
+	if d.opts.Delivery == d.rep.Recommended {
+		d.add("delivery", OK, fmt.Sprintf("%s fits this node: %s", d.opts.Delivery, why), "")
+		return
+	}
+	d.add("delivery", Warn, fmt.Sprintf("deployed with %s, but %s fits this node: %s", d.opts.Delivery, d.rep.Recommended, why),
+		fmt.Sprintf("deploy with --delivery %s (%s)", d.rep.Recommended, overlay))
+}
