@@ -148,7 +148,7 @@ func (b *bench) measureAllocate(agent *process, k *kubelettest.Kubelet, resource
 		d := time.Since(start)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("Allocate %s: %w", id, err)
+			return fmt.Errorf("allocate %s: %w", id, err)
 		}
 		if err := checkAllocate(resp, resource, id); err != nil {
 			return err
@@ -164,16 +164,16 @@ func (b *bench) measureAllocate(agent *process, k *kubelettest.Kubelet, resource
 func checkAllocate(resp *pluginapi.AllocateResponse, resource, id string) error {
 	crs := resp.GetContainerResponses()
 	if len(crs) != 1 {
-		return fmt.Errorf("Allocate %s: %d container responses, want 1", id, len(crs))
+		return fmt.Errorf("allocate %s: %d container responses, want 1", id, len(crs))
 	}
 	cr := crs[0]
 	want := cdi.QualifiedName(cdi.DefaultKind, id)
 	if len(cr.GetCdiDevices()) != 1 || cr.GetCdiDevices()[0].GetName() != want {
-		return fmt.Errorf("Allocate %s: CDI devices %v, want %s", id, cr.GetCdiDevices(), want)
+		return fmt.Errorf("allocate %s: CDI devices %v, want %s", id, cr.GetCdiDevices(), want)
 	}
 	key, value := alloc.Annotation(resource, []string{id})
 	if cr.GetAnnotations()[key] != value {
-		return fmt.Errorf("Allocate %s: annotations %v, want %s=%s", id, cr.GetAnnotations(), key, value)
+		return fmt.Errorf("allocate %s: annotations %v, want %s=%s", id, cr.GetAnnotations(), key, value)
 	}
 	return nil
 }
