@@ -191,6 +191,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	const containerStep = "container path through containerd"
 	if cfg.SkipContainerd {
 		p.Notes = append(p.Notes, "the container path through containerd was skipped (-skip-containerd)")
+		b.report.Skip("-skip-containerd", "nri_create_ratio", "nri_cdi_vs_nri_ratio", "nri_rss_mb")
 	} else if suite, err := b.newSuite(ctx); err != nil {
 		b.report.Fail(containerStep, err)
 	} else {

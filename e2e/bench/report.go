@@ -94,10 +94,19 @@ type Report struct {
 	results  map[string]Result
 	order    []string
 	failures []string
+	skipped  map[string]string
 }
 
 // NewReport returns an empty report.
-func NewReport() *Report { return &Report{results: map[string]Result{}} }
+func NewReport() *Report { return &Report{results: map[string]Result{}, skipped: map[string]string{}} }
+
+// Skip records that keys were left out on purpose, and why; they are not
+// failures.
+func (r *Report) Skip(why string, keys ...string) {
+	for _, k := range keys {
+		r.skipped[k] = why
+	}
+}
 
 func specOf(key string) (KeySpec, bool) {
 	for _, k := range Keys {
@@ -146,7 +155,9 @@ func (r *Report) Fail(what string, err error) {
 func (r *Report) Failures() []string {
 	out := append([]string(nil), r.failures...)
 	for _, k := range Keys {
-		if _, ok := r.results[k.Name]; !ok {
+		_, measured := r.results[k.Name]
+		_, skipped := r.skipped[k.Name]
+		if !measured && !skipped {
 			out = append(out, fmt.Sprintf("%s: not measured", k.Name))
 		}
 	}
@@ -187,6 +198,7 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 		failures = []string{}
 	}
 	top["failures"] = failures
+	top["skipped"] = r.skipped
 	return json.Marshal(top)
 }
 
@@ -210,7 +222,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	for _, k := range Keys {
 		if _, ok := r.results[k.Name]; !ok {
-			fmt.Fprintf(tw, "%s\t-\t%s\t%s\t-\t-\t-\t-\t%s\tFAIL (not measured)\n", k.Name, k.Unit, k.Stat, k.Goal)
+			status := "FAIL (not measured)"
+			if why, skipped := r.skipped[k.Name]; skipped {
+				status = "SKIP (" + why + ")"
+			}
+			fmt.Fprintf(tw, "%s\t-\t%s\t%s\t-\t-\t-\t-\t%s\t%s\n", k.Name, k.Unit, k.Stat, k.Goal, status)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -122,6 +122,26 @@ func TestReportMissingKeysAreFailures(t *testing.T) {
 	require.Regexp(t, `(?m)^scan_write_ms_16\s+3\s+ms\s+median.*PASS$`, buf.String())
 }
 
+func TestReportSkippedKeysAreNotFailures(t *testing.T) {
+	r := fullReport()
+	delete(r.results, "nri_rss_mb")
+	delete(r.results, "nri_create_ratio")
+	r.Skip("-skip-containerd", "nri_rss_mb")
+	require.Equal(t, []string{"nri_create_ratio: not measured"}, r.Failures())
+
+	var buf bytes.Buffer
+	require.NoError(t, r.WriteTable(&buf))
+	require.Regexp(t, `(?m)^nri_rss_mb\s+-.*SKIP \(-skip-containerd\)$`, buf.String())
+	require.Regexp(t, `(?m)^nri_create_ratio\s+-.*FAIL \(not measured\)$`, buf.String())
+
+	data, err := json.Marshal(r)
+	require.NoError(t, err)
+	var top map[string]any
+	require.NoError(t, json.Unmarshal(data, &top))
+	require.Equal(t, map[string]any{"nri_rss_mb": "-skip-containerd"}, top["skipped"])
+	require.NotContains(t, top, "nri_rss_mb")
+}
+
 func TestReportTable(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, fullReport().WriteTable(&buf))
