@@ -112,20 +112,42 @@ func (c *Client) ContainerDevices(ctx context.Context, namespace, pod, container
 		res *v1.PodResources
 		err error
 	)
-	if !c.noGet.Load() {
-		res, err = c.get(ctx, namespace, pod)
-		if err != nil && getUnavailable(err) {
-			c.noGet.Store(true)
+	// The kubelet rate-limits this API (a burst of 10, then about 100
+	// queries a second) and answers the excess with ResourceExhausted.
+	// A burst of GPU containers on one node must not fail on that, so a
+	// rate-limited call is retried with a short backoff until the deadline.
+	for wait := retryStart; ; wait = min(2*wait, retryMax) {
+		if !c.noGet.Load() {
+			res, err = c.get(ctx, namespace, pod)
+			if err != nil && getUnavailable(err) {
+				c.noGet.Store(true)
+				res, err = c.list(ctx, namespace, pod)
+			}
+		} else {
 			res, err = c.list(ctx, namespace, pod)
 		}
-	} else {
-		res, err = c.list(ctx, namespace, pod)
+		if status.Code(err) != codes.ResourceExhausted {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (rate-limited by the kubelet until the deadline)", err)
+		case <-t.C:
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return containerDevices(res, namespace, pod, container)
 }
+
+// Backoff between calls the kubelet rejected by its rate limit.
+const (
+	retryStart = 5 * time.Millisecond
+	retryMax   = 50 * time.Millisecond
+)
 
 func (c *Client) get(ctx context.Context, namespace, pod string) (*v1.PodResources, error) {
 	rsp, err := c.api.Get(ctx, &v1.GetPodResourcesRequest{PodName: pod, PodNamespace: namespace})

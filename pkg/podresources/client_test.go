@@ -189,3 +189,23 @@ func BenchmarkContainerDevices(b *testing.B) {
 		}
 	}
 }
+
+func TestRateLimitedCallIsRetried(t *testing.T) {
+	s := startFake(t)
+	s.SetRateLimited(3)
+	c := newClient(t, s.Socket(), podresources.WithTimeout(2*time.Second))
+	got, err := c.ContainerDevices(context.Background(), "default", "gpu", "app")
+	require.NoError(t, err)
+	require.Equal(t, []string{"0000:00:02.0"}, got["dri-cdi.dev/i915"])
+	gets, _ := s.Calls()
+	require.Equal(t, int64(4), gets, "three rejected calls, then one answered")
+}
+
+func TestRateLimitedUntilDeadline(t *testing.T) {
+	s := startFake(t)
+	s.SetRateLimited(1 << 30)
+	c := newClient(t, s.Socket(), podresources.WithTimeout(100*time.Millisecond))
+	_, err := c.ContainerDevices(context.Background(), "default", "gpu", "app")
+	require.ErrorContains(t, err, "rate-limited by the kubelet until the deadline")
+	require.ErrorContains(t, err, "ResourceExhausted")
+}

@@ -56,6 +56,9 @@ type Server struct {
 	// kubeletNotFound makes Get answer an unknown pod the way the kubelet
 	// does: codes.Unknown with "pod X in namespace Y not found".
 	kubeletNotFound bool
+	// rateLimited is how many of the next Get and List calls are rejected
+	// the way the kubelet's rate limiter rejects them.
+	rateLimited int
 
 	gets, lists atomic.Int64
 }
@@ -139,10 +142,25 @@ func (s *Server) Calls() (gets, lists int64) {
 	return s.gets.Load(), s.lists.Load()
 }
 
+// SetRateLimited makes the next n Get or List calls fail with
+// ResourceExhausted, as the kubelet answers calls over its rate limit.
+func (s *Server) SetRateLimited(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rateLimited = n
+}
+
 func (s *Server) wait(ctx context.Context) error {
 	s.mu.Lock()
 	d := s.delay
+	limited := s.rateLimited > 0
+	if limited {
+		s.rateLimited--
+	}
 	s.mu.Unlock()
+	if limited {
+		return status.Error(codes.ResourceExhausted, "rejected by rate limit")
+	}
 	if d <= 0 {
 		return nil
 	}
