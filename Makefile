@@ -74,6 +74,7 @@ e2e-tools: ## Install e2e apt packages; build or reuse kubelet, containerd, runc
 .PHONY: e2e
 e2e: build e2e-tools ## Real-node scenarios: kubelet, containerd, runc (root; E2E_RUN=regexp)
 	@mkdir -p $(OUT)
+	cd e2e && $(GO) vet ./... && $(GO) test -count=1 ./harness ./bench ./cmd/...
 	@cd e2e && set -o pipefail; \
 	$(E2E_ENV) $(GO) test -p 1 -count=1 -v -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./scenarios/ 2>&1 | tee $(CURDIR)/$(OUT)/e2e.log; \
 	rc=$$?; $(GO) run ./cmd/e2e-summary -rc $$rc $(CURDIR)/$(OUT)/e2e.log
