@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -203,12 +204,7 @@ func (r *Reconciler) Unhealthy() []string {
 
 // Advertised returns the IDs of the cards in the device lists, sorted.
 func (r *Reconciler) Advertised() []string {
-	out := make([]string, 0, len(r.advertised))
-	for id := range r.advertised {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(r.advertised))
 }
 
 func advertisedIn(pools []config.Pool) map[string]bool {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -58,7 +60,7 @@ func runCDIList(_ context.Context, env *Env, args []string) error {
 			return fmt.Errorf("load CDI specs: %w", err)
 		}
 		errs := cache.GetErrors()
-		for _, path := range sortedKeys(errs) {
+		for _, path := range slices.Sorted(maps.Keys(errs)) {
 			for _, err := range errs[path] {
 				env.warnf("%s: %s", path, oneLine(err))
 			}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -80,7 +82,7 @@ func runCDIValidate(_ context.Context, env *Env, args []string) error {
 		}
 	}
 
-	for _, name := range sortedKeys(defs) {
+	for _, name := range slices.Sorted(maps.Keys(defs)) {
 		ds := defs[name]
 		for a := range ds {
 			for b := range ds {
@@ -103,7 +105,7 @@ func runCDIValidate(_ context.Context, env *Env, args []string) error {
 		}
 	}
 	n := 0
-	for _, path := range sortedKeys(problems) {
+	for _, path := range slices.Sorted(maps.Keys(problems)) {
 		for _, p := range problems[path] {
 			fmt.Fprintf(env.Stderr, "%s: %s\n", path, p)
 			n++

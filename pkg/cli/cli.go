@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -274,13 +273,4 @@ func oneOf(f *flags, flagName, v string, allowed ...string) error {
 // warnf prints one warning line on stderr.
 func (e *Env) warnf(format string, a ...any) {
 	fmt.Fprintf(e.Stderr, "warning: "+format+"\n", a...)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -67,7 +68,7 @@ func (c *Config) Assign(cards []drm.Card) []Pool {
 		}
 		p.Cards = append(p.Cards, card)
 	}
-	for _, res := range sortedKeys(defaults) {
+	for _, res := range slices.Sorted(maps.Keys(defaults)) {
 		pools = append(pools, *defaults[res])
 	}
 	return pools

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -308,16 +309,6 @@ func DefaultPoolResource(driver string) string {
 	return name
 }
 
-// sortedKeys returns the keys of m in order, so errors come out stable.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // decodeConfig fills c from the JSON form of the file. It walks the
 // document itself instead of using json.Decoder.DisallowUnknownFields so
 // that every error names the full path of the field, list index included,
@@ -330,7 +321,7 @@ func decodeConfig(j []byte, c *Config) error {
 	if err := json.Unmarshal(j, &top); err != nil {
 		return fieldErr("(top level)", "want a mapping, got %s", jsonType(j))
 	}
-	for _, k := range sortedKeys(top) {
+	for _, k := range slices.Sorted(maps.Keys(top)) {
 		v := top[k]
 		switch k {
 		case "cdiKind":
@@ -365,7 +356,7 @@ func decodePool(path string, j json.RawMessage, p *PoolConfig) error {
 		return fieldErr(path, "want a mapping, got %s", jsonType(j))
 	}
 	p.Replicas = 1
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		v := m[k]
 		f := path + "." + k
 		var err error

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -238,12 +239,7 @@ func (m *Manager) Ready() error {
 func (m *Manager) Resources() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.plugins))
-	for res := range m.plugins {
-		out = append(out, res)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(m.plugins))
 }
 
 // Run keeps the servers registered until ctx ends, then stops them
@@ -296,7 +292,7 @@ func (m *Manager) check(ctx context.Context) time.Time {
 		m.mu.Unlock()
 		return time.Time{}
 	}
-	for _, res := range sortedResources(m.plugins) {
+	for _, res := range slices.Sorted(maps.Keys(m.plugins)) {
 		p := m.plugins[res]
 		if !p.socketOK() {
 			if p.server != nil {
@@ -370,15 +366,6 @@ func (m *Manager) setUnregistered(p *plugin) {
 		p.registered = false
 		m.opts.Metrics.Unregistered(p.resource)
 	}
-}
-
-func sortedResources(plugins map[string]*plugin) []string {
-	out := make([]string, 0, len(plugins))
-	for res := range plugins {
-		out = append(out, res)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // register announces one server to the kubelet. The kubelet dials back

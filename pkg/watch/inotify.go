@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,12 +98,7 @@ func (w *DirWatcher) Close() error {
 func (w *DirWatcher) Watched() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]string, 0, len(w.byPath))
-	for p := range w.byPath {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(w.byPath))
 }
 
 // wanted returns the path to watch for dir: itself if it is a directory,

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,7 +125,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 		}
 	}
 	say.say("      container spec, linux.devices: %s", strings.Join(devs, ", "))
-	say.say("      container spec, device cgroup allows: %s", strings.Join(sortedKeys(rules), ", "))
+	say.say("      container spec, device cgroup allows: %s", strings.Join(slices.Sorted(maps.Keys(rules)), ", "))
 	say.say("      ENXIO: the device cgroup ALLOWED the open and the kernel looked for a driver for")
 	say.say("      226:%d. This machine has none, so ENXIO is the success signal here; on a node with", gpu.Render)
 	say.say("      a real GPU the same open succeeds.")
@@ -155,13 +156,4 @@ func showPod(ctx context.Context, say narrator, node *harness.Node, p harness.Po
 	}
 	say.say("      => %s", errno)
 	return nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
