@@ -8,6 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X $(PKG)/pkg/version.Version=$(VERSION)
 CMDS := $(notdir $(patsubst %/main.go,%,$(wildcard cmd/*/main.go)))
 PLATFORMS := linux/amd64 linux/arm64
+comma := ,
 
 .DEFAULT_GOAL := help
 
@@ -33,8 +34,9 @@ test: fmt-check vet test-deployments ## Unit tests (race detector), gofmt, go ve
 	$(GO) test -race -count=1 ./...
 
 .PHONY: test-deployments
-test-deployments: ## Render kustomize + Helm offline, strict-decode, golden files, security contexts
+test-deployments: ## Render kustomize + Helm offline, strict-decode, golden files, security contexts; image builder
 	cd deployments/test && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd deployments/container/build && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: fmt-check
 fmt-check:
@@ -53,6 +55,8 @@ lint: fmt-check vet ## gofmt, go vet and staticcheck
 mod-check: ## go mod tidy must leave go.mod and go.sum unchanged
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd deployments/test && $(GO) mod tidy && git diff --exit-code go.mod go.sum
+	cd deployments/container/build && $(GO) mod tidy && git diff --exit-code go.mod go.sum
+	cd e2e/tools/etcd && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd e2e && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 
 .PHONY: fuzz
@@ -84,12 +88,21 @@ demo: build e2e-tools ## Show the hostPath EPERM and the dri-cdi fix on a fake-G
 	cd e2e && $(E2E_ENV) $(GO) run ./cmd/demo
 
 IMAGE ?= ghcr.io/dri-cdi/dri-cdi
-IMAGE_TAG ?= $(VERSION)
+# The tag the manifests deploy: the chart's appVersion, which is also the
+# kustomize base's newTag.
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *//p' deployments/helm/dri-cdi/Chart.yaml)
+IMAGE_ARCHIVE := $(OUT)/dri-cdi-image.tar
 
 .PHONY: image
-image: ## Build the container image for linux/amd64 and linux/arm64 (docker buildx)
-	docker buildx build -f deployments/container/Dockerfile --platform linux/amd64,linux/arm64 \
-	  --build-arg VERSION=$(VERSION) -t $(IMAGE):$(IMAGE_TAG) .
+image: build-cross ## OCI image archive (linux/amd64+arm64, no docker) in _output/dri-cdi-image.tar, named $(IMAGE):$(IMAGE_TAG)
+	cd deployments/container/build && $(GO) run . -dockerfile ../Dockerfile -ref $(IMAGE):$(IMAGE_TAG) \
+	  -version $(VERSION) -out $(CURDIR)/$(IMAGE_ARCHIVE) \
+	  $(foreach p,$(PLATFORMS),-platform $(p)=$(CURDIR)/$(OUT)/$(subst /,-,$(p)))
+
+.PHONY: image-buildx
+image-buildx: ## Build and tag the same image with docker buildx (releases; add BUILDX_FLAGS=--push)
+	docker buildx build -f deployments/container/Dockerfile --platform $(subst $(eval) ,$(comma),$(PLATFORMS)) \
+	  --build-arg VERSION=$(VERSION) -t $(IMAGE):$(IMAGE_TAG) $(BUILDX_FLAGS) .
 
 BENCH_FLAGS ?=
 
