@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the e2e harness runs: the apt packages it needs, then
 # containerd (+ shim, ctr), runc (with seccomp), crictl and kubelet, built
-# from their Go modules. Each tool is built once per version into
+# from their Go modules, and for the cluster scenarios the control plane
+# (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), etcd,
+# the CNI reference plugins, helm and kustomize. Each tool is built once per version into
 # $DRI_CDI_E2E_CACHE/<tool>-<version>/ and reused afterwards; the harness
 # finds them through the symlinks in $DRI_CDI_E2E_CACHE/bin.
 set -euo pipefail
@@ -10,6 +12,14 @@ CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.3}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
 KUBELET_VERSION=${KUBELET_VERSION:-v1.37.2}
+# The control plane comes from the same k8s.io/kubernetes version (and
+# wrapper module) as the kubelet.
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.10.0}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
+KUSTOMIZE_VERSION=${KUSTOMIZE_VERSION:-v5.8.2}
+# kustomize v5.8.2 is the release of sigs.k8s.io/kustomize/api v0.21.2, which
+# deployments/test renders with; v5.8.3 needs Go 1.27.
 CACHE=${DRI_CDI_E2E_CACHE:-/var/cache/dri-cdi-e2e}
 APT_PACKAGES=(libseccomp-dev pkg-config busybox-static gcc libc6-dev)
 
@@ -84,7 +94,44 @@ build_crictl() {
 # the published module of the matching v0 version instead; the list comes
 # from kubernetes's own go.mod.
 build_kubelet() {
-	local mod=$here/kubelet staging=v0${KUBELET_VERSION#v1}
+	k8s_wrapper_module "$here/kubelet" || return 1
+	(cd "$here/kubelet" && go get "k8s.io/kubernetes/cmd/kubelet@$KUBELET_VERSION" && go build -trimpath -o "$GOBIN/kubelet" k8s.io/kubernetes/cmd/kubelet)
+}
+
+# build_controlplane builds kube-apiserver, kube-controller-manager,
+# kube-scheduler and kubectl in one `go build` from the kubelet's wrapper
+# module, so they share every compiled package with each other and, through
+# the Go build cache, with the kubelet.
+build_controlplane() {
+	local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl) pkgs=() c
+	for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+	k8s_wrapper_module "$here/kubelet" || return 1
+	(cd "$here/kubelet" && go get "k8s.io/kubernetes/cmd/kubelet@$KUBELET_VERSION" && go build -trimpath -o "$GOBIN/" "${pkgs[@]}")
+}
+
+# build_etcd builds e2e/tools/etcd, a small program on etcd's embed
+# package: `go install` refuses the etcd module itself because of its
+# replace directives.
+build_etcd() {
+	(cd "$here/etcd" && go build -trimpath -o "$GOBIN/etcd" .)
+}
+
+build_cni() {
+	local p=github.com/containernetworking/plugins/plugins
+	go install "$p/main/bridge@$CNI_PLUGINS_VERSION" "$p/ipam/host-local@$CNI_PLUGINS_VERSION" "$p/main/loopback@$CNI_PLUGINS_VERSION"
+}
+
+build_helm() {
+	go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
+build_kustomize() {
+	go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
+}
+
+# k8s_wrapper_module DIR writes the wrapper module into DIR.
+k8s_wrapper_module() {
+	local mod=$1 staging=v0${KUBELET_VERSION#v1}
 	mkdir -p "$mod"
 	local kmod
 	kmod=$(cd "$mod" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBELET_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
@@ -107,7 +154,6 @@ build_kubelet() {
 	} >"$mod/go.mod"
 	rm -f "$mod/go.sum"
 	echo "wrapper replaces $(echo "$replaces" | wc -w) staging modules"
-	(cd "$mod" && go get "k8s.io/kubernetes/cmd/kubelet@$KUBELET_VERSION" && go build -trimpath -o "$GOBIN/kubelet" k8s.io/kubernetes/cmd/kubelet)
 }
 
 link() {
@@ -136,12 +182,35 @@ main() {
 	case $which in
 	all | crictl) build crictl "$CRICTL_VERSION" build_crictl ;;
 	esac
+	case $which in
+	all | cluster | k8s-controlplane) build k8s-controlplane "$KUBELET_VERSION" build_controlplane ;;
+	esac
+	case $which in
+	all | cluster | etcd) build etcd "$ETCD_VERSION" build_etcd ;;
+	esac
+	case $which in
+	all | cluster | cni-plugins) build cni-plugins "$CNI_PLUGINS_VERSION" build_cni ;;
+	esac
+	case $which in
+	all | cluster | helm) build helm "$HELM_VERSION" build_helm ;;
+	esac
+	case $which in
+	all | cluster | kustomize) build kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
+	esac
 	for t in kubelet:$KUBELET_VERSION containerd:$CONTAINERD_VERSION containerd-shim-runc-v2:$CONTAINERD_VERSION \
-		ctr:$CONTAINERD_VERSION runc:$RUNC_VERSION crictl:$CRICTL_VERSION; do
+		ctr:$CONTAINERD_VERSION runc:$RUNC_VERSION crictl:$CRICTL_VERSION \
+		kube-apiserver:$KUBELET_VERSION kube-controller-manager:$KUBELET_VERSION kube-scheduler:$KUBELET_VERSION \
+		kubectl:$KUBELET_VERSION etcd:$ETCD_VERSION helm:$HELM_VERSION kustomize:$KUSTOMIZE_VERSION; do
 		local bin=${t%%:*} version=${t#*:} dir
-		case $bin in containerd-shim-runc-v2 | ctr) dir=containerd ;; *) dir=$bin ;; esac
+		case $bin in
+		containerd-shim-runc-v2 | ctr) dir=containerd ;;
+		kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) dir=k8s-controlplane ;;
+		*) dir=$bin ;;
+		esac
 		[ -x "$CACHE/$dir-$version/$bin" ] && link "$CACHE/$dir-$version/$bin"
 	done
+	# The harness hands containerd this directory as its CNI bin dir.
+	[ -x "$CACHE/cni-plugins-$CNI_PLUGINS_VERSION/bridge" ] && ln -sfn "$CACHE/cni-plugins-$CNI_PLUGINS_VERSION" "$CACHE/bin/cni"
 	log "tools in $CACHE/bin"
 }
 
