@@ -69,14 +69,14 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s)
 E2E_CACHE ?= /var/cache/dri-cdi-e2e
 E2E_RUN ?= .
 E2E_TIMEOUT ?= 60m
-E2E_ENV = DRI_CDI_E2E_CACHE=$(E2E_CACHE) DRI_CDI_E2E_PRODUCT_BIN=$(CURDIR)/$(BIN)
+E2E_ENV = DRI_CDI_E2E_CACHE=$(E2E_CACHE) DRI_CDI_E2E_PRODUCT_BIN=$(CURDIR)/$(BIN) DRI_CDI_E2E_IMAGE=$(CURDIR)/$(IMAGE_ARCHIVE)
 
 .PHONY: e2e-tools
-e2e-tools: ## Install e2e apt packages; build or reuse kubelet, containerd, runc, crictl (root)
+e2e-tools: ## Install e2e apt packages; build or reuse kubelet, containerd, runc, crictl, control plane, etcd, CNI, helm, kustomize (root)
 	DRI_CDI_E2E_CACHE=$(E2E_CACHE) e2e/tools/install.sh
 
 .PHONY: e2e
-e2e: build e2e-tools ## Real-node scenarios: kubelet, containerd, runc (root; E2E_RUN=regexp)
+e2e: build image e2e-tools ## Real-node and cluster scenarios: kubelet, containerd, runc, control plane (root; E2E_RUN=regexp)
 	@mkdir -p $(OUT)
 	cd e2e && $(GO) vet ./... && $(GO) test -count=1 ./harness ./bench ./cmd/...
 	@cd e2e && set -o pipefail; \

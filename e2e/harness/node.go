@@ -56,6 +56,13 @@ type NodeOptions struct {
 	// AgentArgs and NRIArgs are extra flags.
 	AgentArgs []string
 	NRIArgs   []string
+
+	// Set by Suite.StartCluster (cluster.go) for a node that registers
+	// with an API server: prepare runs before containerd starts,
+	// kubeletArgs and kubeletConfig (extra YAML) go to the kubelet.
+	prepare       func(*Node) error
+	kubeletArgs   []string
+	kubeletConfig string
 }
 
 // Node is one running containerd + kubelet (+ dri-cdi) on private paths.
@@ -179,6 +186,11 @@ func (s *Suite) StartNode(ctx context.Context, log Logger, opts NodeOptions) (n 
 	if opts.Config != "" {
 		n.ConfigPath = filepath.Join(dir, "dri-cdi.yaml")
 		if err := os.WriteFile(n.ConfigPath, []byte(opts.Config), 0o644); err != nil {
+			return n, err
+		}
+	}
+	if opts.prepare != nil {
+		if err := opts.prepare(n); err != nil {
 			return n, err
 		}
 	}
@@ -338,6 +350,8 @@ state = ` + q(filepath.Join(n.Dir, "containerd", "state")) + `
 
 [plugins."io.containerd.cri.v1.runtime"]
   cdi_spec_dirs = [` + q(n.RuntimeCDIDir) + `]
+  # Pod network namespaces under the node's state dir, not /var/run/netns.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -453,8 +467,8 @@ evictionHard:
   imagefs.available: "1%%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, kubeletPort, kubeletReadOnlyPort, kubeletHealthzPort, n.ContainerdSocket, n.ContainerdSocket,
-		n.ManifestDir, filepath.Join(n.Dir, "pod-logs"), n.cgroupRoot)
+%s`, kubeletPort, kubeletReadOnlyPort, kubeletHealthzPort, n.ContainerdSocket, n.ContainerdSocket,
+		n.ManifestDir, filepath.Join(n.Dir, "pod-logs"), n.cgroupRoot, n.opts.kubeletConfig)
 }
 
 // StartKubelet starts the kubelet and waits until it is healthy and
@@ -465,12 +479,13 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 		return err
 	}
 	reg := filepath.Join(DevicePluginDir, "kubelet.sock")
-	p, err := startProc("kubelet", n.logPath("kubelet"), n.pidDir(), nil, n.suite.Tools.Kubelet,
-		"--config="+cfg,
-		"--root-dir="+n.KubeletRoot,
-		"--cert-dir="+filepath.Join(n.KubeletRoot, "pki"),
-		"--hostname-override="+NodeName,
-		"--v=2")
+	args := append([]string{n.suite.Tools.Kubelet,
+		"--config=" + cfg,
+		"--root-dir=" + n.KubeletRoot,
+		"--cert-dir=" + filepath.Join(n.KubeletRoot, "pki"),
+		"--hostname-override=" + NodeName,
+		"--v=2"}, n.opts.kubeletArgs...)
+	p, err := startProc("kubelet", n.logPath("kubelet"), n.pidDir(), nil, args...)
 	if err != nil {
 		return err
 	}

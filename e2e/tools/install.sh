@@ -103,10 +103,13 @@ build_kubelet() {
 # module, so they share every compiled package with each other and, through
 # the Go build cache, with the kubelet.
 build_controlplane() {
-	local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl) pkgs=() c
-	for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+	local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl) pkgs=() gets=() c
+	for c in "${cmds[@]}"; do
+		pkgs+=("k8s.io/kubernetes/cmd/$c")
+		gets+=("k8s.io/kubernetes/cmd/$c@$KUBELET_VERSION")
+	done
 	k8s_wrapper_module "$here/kubelet" || return 1
-	(cd "$here/kubelet" && go get "k8s.io/kubernetes/cmd/kubelet@$KUBELET_VERSION" && go build -trimpath -o "$GOBIN/" "${pkgs[@]}")
+	(cd "$here/kubelet" && go get "${gets[@]}" && go build -trimpath -o "$GOBIN/" "${pkgs[@]}")
 }
 
 # build_etcd builds e2e/tools/etcd, a small program on etcd's embed

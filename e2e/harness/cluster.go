@@ -1,0 +1,550 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+)
+
+// Cluster addresses. Everything listens on 127.0.0.1; pods get addresses
+// from 198.18.0.0/15 (RFC 2544, meant for tests) on a bridge of our own,
+// so no traffic leaves the machine.
+const (
+	// PodCIDR is host-local's range on the CNI bridge.
+	PodCIDR = "198.18.0.0/16"
+	// ServiceCIDR is the API server's --service-cluster-ip-range.
+	ServiceCIDR = "198.19.0.0/16"
+	// bridgeAddr is the host's address on the bridge: the API server's pod
+	// proxy and the kubelet's probes reach pods through it. The bridge
+	// plugin runs with isGateway=false (no ip_forward, no masquerade), so
+	// the harness creates the bridge and its address itself.
+	bridgeAddr = "198.18.0.1/16"
+	// BridgeName is the CNI bridge; teardown deletes it.
+	BridgeName = "dricdi-e2e0"
+	// cniNetwork names the CNI network (and the results cached under
+	// /var/lib/cni/results).
+	cniNetwork = "dri-cdi-e2e"
+	// cniCacheDir is libcni's default cache dir, which containerd does not
+	// let us move.
+	cniCacheDir = "/var/lib/cni"
+
+	etcdClientPort        = 2379
+	etcdPeerPort          = 2380
+	apiServerPort         = 6443
+	controllerManagerPort = 10257
+	schedulerPort         = 10259
+)
+
+// kubernetesServiceIP is the first address of ServiceCIDR: the
+// "kubernetes" Service, named in the API server's serving cert.
+var kubernetesServiceIP = net.IPv4(198, 19, 0, 1)
+
+// ClusterTools are the programs of the cluster scenarios, built by
+// e2e/tools/install.sh next to the node's tools.
+type ClusterTools struct {
+	APIServer, ControllerManager, Scheduler, Kubectl string
+	Etcd, Helm, Kustomize                            string
+	// CNIBin holds the bridge, host-local and loopback plugins.
+	CNIBin string
+}
+
+// FindClusterTools locates the cluster tools in $DRI_CDI_E2E_CACHE/bin.
+func FindClusterTools() (ClusterTools, error) {
+	dir := filepath.Join(envOr(EnvCache, DefaultCache), "bin")
+	t := ClusterTools{
+		APIServer:         filepath.Join(dir, "kube-apiserver"),
+		ControllerManager: filepath.Join(dir, "kube-controller-manager"),
+		Scheduler:         filepath.Join(dir, "kube-scheduler"),
+		Kubectl:           filepath.Join(dir, "kubectl"),
+		Etcd:              filepath.Join(dir, "etcd"),
+		Helm:              filepath.Join(dir, "helm"),
+		Kustomize:         filepath.Join(dir, "kustomize"),
+		CNIBin:            filepath.Join(dir, "cni"),
+	}
+	var missing []string
+	for _, p := range []string{t.APIServer, t.ControllerManager, t.Scheduler, t.Kubectl, t.Etcd, t.Helm, t.Kustomize,
+		filepath.Join(t.CNIBin, "bridge"), filepath.Join(t.CNIBin, "host-local"), filepath.Join(t.CNIBin, "loopback")} {
+		if err := executable(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		return t, fmt.Errorf("%w: %s (run `make e2e-tools` as root)", ErrMissingBinary, strings.Join(missing, ", "))
+	}
+	return t, nil
+}
+
+// ClusterOptions describe a single-node cluster.
+type ClusterOptions struct {
+	// Name is a short label for the directories (letters, digits, -).
+	Name string
+	// GPUs are the fake DRM devices on the node at start.
+	GPUs []drmtest.GPU
+}
+
+// Cluster is etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler as host processes, plus one Node whose kubelet registers
+// with them and whose pods get a CNI bridge network. dri-cdi is not
+// started: scenarios deploy it from its own manifests and image.
+type Cluster struct {
+	// Dir holds the control plane's data, certificates and logs.
+	Dir string
+	// Node is the cluster's only node.
+	Node *Node
+	// PKI holds the CA, certificates and kubeconfigs.
+	PKI *PKI
+	// Kubeconfig is the admin's (system:masters).
+	Kubeconfig string
+	Tools      ClusterTools
+	// Image is the product image reference imported from the archive.
+	Image string
+
+	suite *Suite
+	log   Logger
+
+	etcd, apiServer, controllerManager, scheduler *proc
+	cniCacheExisted, cniResultsExisted            bool
+	state                                         *nodeState
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// StartCluster starts the control plane, then the node (containerd and a
+// kubelet that registers with the API server), imports the product image
+// and waits until the node is Ready. On error everything it started is
+// torn down again.
+func (s *Suite) StartCluster(ctx context.Context, log Logger, opts ClusterOptions) (c *Cluster, err error) {
+	tools, err := FindClusterTools()
+	if err != nil {
+		return nil, err
+	}
+	archive := ImageArchive()
+	if _, err := os.Stat(archive); err != nil {
+		return nil, fmt.Errorf("product image archive: %w (run `make image`)", err)
+	}
+	if opts.Name == "" {
+		opts.Name = "cluster"
+	}
+	if err := clusterPreflight(); err != nil {
+		return nil, err
+	}
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	c = &Cluster{
+		Dir:   filepath.Join(s.WorkDir, "cp-"+opts.Name+"-"+hex.EncodeToString(suffix)),
+		Tools: tools,
+		suite: s,
+		log:   log,
+	}
+	for _, d := range []string{c.Dir, c.logDir(), c.pidDir(), filepath.Join(c.Dir, "etcd")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	// The reaper of a later run undoes the dir by this state: processes by
+	// pid file, mounts, the dir; nothing in the shared host directories,
+	// which belong to the node.
+	c.state = controlPlaneState(c.Dir)
+	if err := c.state.save(); err != nil {
+		os.RemoveAll(c.Dir)
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			log.Logf("cluster failed to start: %v", err)
+			c.DumpLogs()
+			if cerr := c.Close(); cerr != nil {
+				log.Logf("teardown after failed start: %v", cerr)
+			}
+			c = nil
+		}
+	}()
+	start := time.Now()
+	_, err = os.Stat(cniCacheDir)
+	c.cniCacheExisted = err == nil
+	_, err = os.Stat(filepath.Join(cniCacheDir, "results"))
+	c.cniResultsExisted = err == nil
+	removeCNIResults()
+	if err := deleteBridge(); err != nil {
+		return c, err
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiServerPort)
+	if c.PKI, err = newPKI(filepath.Join(c.Dir, "pki"), server, kubernetesServiceIP); err != nil {
+		return c, fmt.Errorf("cluster PKI: %w", err)
+	}
+	c.Kubeconfig = c.PKI.Kubeconfigs["admin"]
+	if err := c.startEtcd(ctx); err != nil {
+		return c, err
+	}
+	if err := c.startAPIServer(ctx); err != nil {
+		return c, err
+	}
+	if err := c.startControllerManager(ctx); err != nil {
+		return c, err
+	}
+	if err := c.startScheduler(ctx); err != nil {
+		return c, err
+	}
+	log.Logf("control plane up in %s", time.Since(start).Round(100*time.Millisecond))
+	if err := createBridge(); err != nil {
+		return c, err
+	}
+	c.Node, err = s.StartNode(ctx, log, NodeOptions{
+		Name:    opts.Name,
+		GPUs:    opts.GPUs,
+		prepare: c.prepareNode,
+		kubeletArgs: []string{
+			"--kubeconfig=" + c.PKI.Kubeconfigs["kubelet"],
+			"--node-ip=127.0.0.1",
+		},
+		kubeletConfig: "registerNode: true\nclusterDomain: cluster.local\n",
+	})
+	if err != nil {
+		return c, err
+	}
+	if c.Image, err = c.importProductImage(ctx, archive); err != nil {
+		return c, err
+	}
+	if err := c.WaitNodeReady(ctx, 120*time.Second); err != nil {
+		return c, err
+	}
+	// Pods are refused until the namespace's default ServiceAccount exists.
+	err = poll(ctx, 60*time.Second, func() (bool, error) {
+		_, err := c.Kubectl(ctx, "get", "serviceaccount", "default", "-n", "default")
+		return err == nil, nil
+	})
+	if err != nil {
+		return c, fmt.Errorf("wait for the default ServiceAccount: %w", err)
+	}
+	log.Logf("cluster ready in %s: node %s Ready, image %s imported", time.Since(start).Round(100*time.Millisecond), NodeName, c.Image)
+	return c, nil
+}
+
+// ImageArchive is the product image archive `make image` writes
+// ($DRI_CDI_E2E_IMAGE, else _output/dri-cdi-image.tar in the repository).
+func ImageArchive() string {
+	if p := os.Getenv(EnvImage); p != "" {
+		return p
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "_output/dri-cdi-image.tar"
+	}
+	return filepath.Join(root, "_output", "dri-cdi-image.tar")
+}
+
+// EnvImage overrides where the product image archive is read from.
+const EnvImage = "DRI_CDI_E2E_IMAGE"
+
+func clusterPreflight() error {
+	for _, port := range []int{etcdClientPort, etcdPeerPort, apiServerPort, controllerManagerPort, schedulerPort} {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			return fmt.Errorf("control-plane port %d is taken: %w", port, err)
+		}
+		l.Close()
+	}
+	return nil
+}
+
+func (c *Cluster) logDir() string             { return filepath.Join(c.Dir, "logs") }
+func (c *Cluster) pidDir() string             { return filepath.Join(c.Dir, "pids") }
+func (c *Cluster) logPath(name string) string { return filepath.Join(c.logDir(), name+".log") }
+func (c *Cluster) start(name string, argv ...string) (*proc, error) {
+	p, err := startProc(name, c.logPath(name), c.pidDir(), nil, argv...)
+	if err == nil {
+		c.log.Logf("%s started (pid %d)", name, p.cmd.Process.Pid)
+	}
+	return p, err
+}
+
+// waitHTTPS polls a control-plane component's /healthz (or /readyz), which
+// answer anonymous requests.
+func (c *Cluster) waitHealthy(ctx context.Context, p *proc, url string, timeout time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		// Loopback only; the components' serving certs are self-signed.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
+	}}
+	err := poll(ctx, timeout, func() (bool, error) {
+		if !p.running() {
+			return false, fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.tail(4000))
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %s: %w", p.name, err)
+	}
+	return nil
+}
+
+func (c *Cluster) startEtcd(ctx context.Context) (err error) {
+	c.etcd, err = c.start("etcd", c.Tools.Etcd,
+		"-data-dir", filepath.Join(c.Dir, "etcd"),
+		"-listen-client-url", fmt.Sprintf("http://127.0.0.1:%d", etcdClientPort),
+		"-listen-peer-url", fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort))
+	if err != nil {
+		return err
+	}
+	return c.waitHealthy(ctx, c.etcd, fmt.Sprintf("http://127.0.0.1:%d/health", etcdClientPort), 60*time.Second)
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context) (err error) {
+	c.apiServer, err = c.start("kube-apiserver", c.Tools.APIServer,
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClientPort),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", apiServerPort),
+		// It refuses a loopback advertise address otherwise.
+		"--endpoint-reconciler-type=none",
+		"--service-cluster-ip-range="+ServiceCIDR,
+		"--tls-cert-file="+c.PKI.APIServerCert,
+		"--tls-private-key-file="+c.PKI.APIServerKey,
+		"--client-ca-file="+c.PKI.CA,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+c.PKI.ServiceAccountPub,
+		"--service-account-signing-key-file="+c.PKI.ServiceAccountKey,
+		"--authorization-mode=Node,RBAC",
+		"--allow-privileged=true",
+		"--profiling=false",
+		"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
+		"--v=1")
+	if err != nil {
+		return err
+	}
+	return c.waitHealthy(ctx, c.apiServer, fmt.Sprintf("https://127.0.0.1:%d/readyz", apiServerPort), 120*time.Second)
+}
+
+func (c *Cluster) startControllerManager(ctx context.Context) (err error) {
+	kc := c.PKI.Kubeconfigs["controller-manager"]
+	c.controllerManager, err = c.start("kube-controller-manager", c.Tools.ControllerManager,
+		"--kubeconfig="+kc,
+		"--authentication-kubeconfig="+kc,
+		"--authorization-kubeconfig="+kc,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", controllerManagerPort),
+		"--cert-dir="+filepath.Join(c.Dir, "controller-manager-certs"),
+		"--service-account-private-key-file="+c.PKI.ServiceAccountKey,
+		"--root-ca-file="+c.PKI.CA,
+		// Each controller acts as its own ServiceAccount, which the RBAC
+		// bootstrap roles grant what it needs (the controller-manager's own
+		// user may not, e.g., untaint nodes or run DaemonSets).
+		"--use-service-account-credentials=true",
+		"--service-cluster-ip-range="+ServiceCIDR,
+		"--leader-elect=false",
+		"--v=1")
+	if err != nil {
+		return err
+	}
+	return c.waitHealthy(ctx, c.controllerManager, fmt.Sprintf("https://127.0.0.1:%d/healthz", controllerManagerPort), 60*time.Second)
+}
+
+func (c *Cluster) startScheduler(ctx context.Context) (err error) {
+	kc := c.PKI.Kubeconfigs["scheduler"]
+	c.scheduler, err = c.start("kube-scheduler", c.Tools.Scheduler,
+		"--kubeconfig="+kc,
+		"--authentication-kubeconfig="+kc,
+		"--authorization-kubeconfig="+kc,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", schedulerPort),
+		"--cert-dir="+filepath.Join(c.Dir, "scheduler-certs"),
+		"--leader-elect=false",
+		"--v=1")
+	if err != nil {
+		return err
+	}
+	return c.waitHealthy(ctx, c.scheduler, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedulerPort), 60*time.Second)
+}
+
+// prepareNode runs before the node's containerd starts: it gives the
+// runtime its own NRI socket directory (the DaemonSet mounts that
+// directory, as it mounts /var/run/nri on a real node) and the CNI
+// network.
+func (c *Cluster) prepareNode(n *Node) error {
+	n.NRISocket = filepath.Join(n.Dir, "nri-run", "nri.sock")
+	binDir, confDir := filepath.Join(n.Dir, "cni", "bin"), filepath.Join(n.Dir, "cni", "net.d")
+	for _, d := range []string{filepath.Dir(n.NRISocket), binDir, confDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, p := range []string{"bridge", "host-local", "loopback"} {
+		if err := os.Symlink(filepath.Join(c.Tools.CNIBin, p), filepath.Join(binDir, p)); err != nil {
+			return err
+		}
+	}
+	conf := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": %q,
+  "plugins": [{
+    "type": "bridge",
+    "bridge": %q,
+    "isGateway": false,
+    "ipMasq": false,
+    "ipam": {
+      "type": "host-local",
+      "dataDir": %q,
+      "ranges": [[{"subnet": %q, "rangeStart": "198.18.0.10"}]]
+    }
+  }]
+}
+`, cniNetwork, BridgeName, filepath.Join(n.Dir, "cni", "ipam"), PodCIDR)
+	return os.WriteFile(filepath.Join(confDir, "10-"+cniNetwork+".conflist"), []byte(conf), 0o644)
+}
+
+// importProductImage imports the archive `make image` wrote and returns
+// the reference it names; the manifests must name the same.
+func (c *Cluster) importProductImage(ctx context.Context, archive string) (string, error) {
+	before, err := c.Node.Ctr(ctx, "-n", "k8s.io", "images", "ls", "-q")
+	if err != nil {
+		return "", err
+	}
+	if out, err := c.Node.Ctr(ctx, "-n", "k8s.io", "images", "import", archive); err != nil {
+		return "", fmt.Errorf("import %s: %w\n%s", archive, err, out)
+	}
+	after, err := c.Node.Ctr(ctx, "-n", "k8s.io", "images", "ls", "-q")
+	if err != nil {
+		return "", err
+	}
+	var refs []string
+	for _, r := range strings.Fields(after) {
+		// ctr mixes its warnings (time=... level=...) into the output.
+		if !strings.Contains(before, r) && !strings.HasPrefix(r, "sha256:") && !strings.Contains(r, "=") && strings.Contains(r, "/") {
+			refs = append(refs, r)
+		}
+	}
+	if len(refs) != 1 {
+		return "", fmt.Errorf("importing %s added images %v, want exactly one named image", archive, refs)
+	}
+	return refs[0], nil
+}
+
+// TagImage gives the product image a second tag in the node's runtime,
+// as a new release pulled under another tag would be.
+func (c *Cluster) TagImage(ctx context.Context, tag string) (string, error) {
+	ref := c.Image[:strings.LastIndexByte(c.Image, ':')+1] + tag
+	if out, err := c.Node.Ctr(ctx, "-n", "k8s.io", "images", "tag", "--force", c.Image, ref); err != nil {
+		return "", fmt.Errorf("tag %s as %s: %w\n%s", c.Image, ref, err, out)
+	}
+	return ref, nil
+}
+
+// Close tears the cluster down: workloads first (controllers stopped,
+// pods force-deleted so the kubelet stops them), then the node, the API
+// server and etcd, the CNI bridge and cached CNI results, and the
+// cluster's directory. It may be called more than once.
+func (c *Cluster) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.teardown() })
+	return c.closeErr
+}
+
+func (c *Cluster) teardown() error {
+	start := time.Now()
+	var errs []error
+	c.controllerManager.stop(syscall.SIGTERM, 10*time.Second)
+	c.scheduler.stop(syscall.SIGTERM, 10*time.Second)
+	if c.Node != nil && c.apiServer != nil && c.apiServer.running() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		_, _ = c.Kubectl(ctx, "delete", "pods", "--all", "--all-namespaces", "--force", "--grace-period=0", "--wait=false")
+		_ = poll(ctx, 45*time.Second, func() (bool, error) {
+			out, err := c.Node.Crictl(ctx, "pods", "-q", "--state", "ready")
+			return err == nil && strings.TrimSpace(out) == "", nil
+		})
+		cancel()
+	}
+	if c.Node != nil {
+		errs = append(errs, c.Node.Close())
+	}
+	c.apiServer.stop(syscall.SIGTERM, 20*time.Second)
+	c.etcd.stop(syscall.SIGTERM, 20*time.Second)
+	if err := deleteBridge(); err != nil {
+		errs = append(errs, err)
+	}
+	removeCNIResults()
+	if !c.cniResultsExisted {
+		_ = os.Remove(filepath.Join(cniCacheDir, "results"))
+	}
+	if !c.cniCacheExisted {
+		_ = os.Remove(cniCacheDir)
+	}
+	if err := cleanupState(c.state); err != nil {
+		errs = append(errs, err)
+	}
+	c.log.Logf("cluster torn down in %s", time.Since(start).Round(100*time.Millisecond))
+	return errors.Join(errs...)
+}
+
+// DumpLogs writes the tail of every control-plane and node log.
+func (c *Cluster) DumpLogs() {
+	entries, _ := os.ReadDir(c.logDir())
+	for _, e := range entries {
+		c.log.Logf("---- %s (tail) ----\n%s", e.Name(), tailFile(filepath.Join(c.logDir(), e.Name()), 4000))
+	}
+	if c.Node != nil {
+		c.Node.DumpLogs()
+	}
+}
+
+// removeCNIResults removes what libcni cached for our network's
+// containers; a CNI DEL removes its own entry, a killed run leaves them.
+func removeCNIResults() {
+	matches, _ := filepath.Glob(filepath.Join(cniCacheDir, "results", cniNetwork+"-*"))
+	for _, m := range matches {
+		_ = os.Remove(m)
+	}
+}
+
+func createBridge() error {
+	for _, args := range [][]string{
+		{"link", "add", BridgeName, "type", "bridge"},
+		{"addr", "add", bridgeAddr, "dev", BridgeName},
+		{"link", "set", BridgeName, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// deleteBridge removes the CNI bridge (with its address and route) if it
+// exists; the pods' veth ends go with their network namespaces.
+func deleteBridge() error {
+	if _, err := net.InterfaceByName(BridgeName); err != nil {
+		return nil
+	}
+	if out, err := exec.Command("ip", "link", "delete", BridgeName).CombinedOutput(); err != nil {
+		return fmt.Errorf("delete bridge %s: %w: %s", BridgeName, err, out)
+	}
+	return nil
+}
+
+// controlPlaneState is a nodeState under which cleanupState touches
+// nothing but dir: every shared directory counts as pre-existing with
+// all of its current entries.
+func controlPlaneState(dir string) *nodeState {
+	st := &nodeState{Dir: dir, DevicePluginDirExisted: true, KubeletDirExisted: true,
+		RunContainerdExisted: true, RunContainerdSExisted: true, ContainerLogDirExisted: true}
+	st.DevicePluginBefore, _ = dirNames(DevicePluginDir)
+	st.ShimSocketsBefore, _ = dirNames(runContainerdS)
+	return st
+}

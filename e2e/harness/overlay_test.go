@@ -1,0 +1,46 @@
+package harness
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestOverlayRenders renders the e2e overlay with kustomize (when the
+// e2e tools are installed) and checks that only the host paths moved.
+func TestOverlayRenders(t *testing.T) {
+	kustomize := filepath.Join(envOr(EnvCache, DefaultCache), "bin", "kustomize")
+	if executable(kustomize) != nil {
+		t.Skip("kustomize not installed (make e2e-tools)")
+	}
+	dir := t.TempDir()
+	c := &Cluster{Node: &Node{SysfsRoot: "/e2e/drm/sys", DevRoot: "/e2e/drm/dev", CDIDir: "/e2e/cdi",
+		NRISocket: "/e2e/nri-run/nri.sock", PodResourcesSocket: "/e2e/kubelet/pod-resources/kubelet.sock"}}
+	for name, opts := range map[string]OverlayOptions{
+		"plain":   {},
+		"upgrade": {ImageTag: "v9", Config: "defaultPools: true\n"},
+	} {
+		d, err := c.WriteOverlay(filepath.Join(dir, name), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(kustomize, "build", d).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: kustomize build: %v\n%s", name, err, out)
+		}
+		s := string(out)
+		for _, want := range []string{"--sysfs-root=/e2e/drm/sys", "--dev-root=/e2e/drm/dev", "path: /e2e/drm/dev/dri", "mountPath: /e2e/drm/dev/dri",
+			"path: /e2e/cdi", "path: /e2e/nri-run", "path: /e2e/kubelet/pod-resources", "path: /var/lib/kubelet/device-plugins"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s: rendered overlay lacks %q", name, want)
+			}
+		}
+		if opts.ImageTag != "" && !strings.Contains(s, "image: ghcr.io/dri-cdi/dri-cdi:v9") {
+			t.Errorf("%s: image tag not replaced", name)
+		}
+		if opts.Config != "" && strings.Contains(s, "cdiKind") {
+			t.Errorf("%s: config not replaced", name)
+		}
+	}
+}
