@@ -108,8 +108,13 @@ build_controlplane() {
 		pkgs+=("k8s.io/kubernetes/cmd/$c")
 		gets+=("k8s.io/kubernetes/cmd/$c@$KUBELET_VERSION")
 	done
+	# The version the API server reports (helm checks a chart's kubeVersion
+	# against it); k8s sets it at link time, a plain go build would report
+	# v0.0.0-master.
+	local v=k8s.io/component-base/version minor=${KUBELET_VERSION#v1.}
+	local ldflags="-X $v.gitVersion=$KUBELET_VERSION -X $v.gitMajor=1 -X $v.gitMinor=${minor%%.*} -X $v.gitTreeState=clean"
 	k8s_wrapper_module "$here/kubelet" || return 1
-	(cd "$here/kubelet" && go get "${gets[@]}" && go build -trimpath -o "$GOBIN/" "${pkgs[@]}")
+	(cd "$here/kubelet" && go get "${gets[@]}" && go build -trimpath -ldflags "$ldflags" -o "$GOBIN/" "${pkgs[@]}")
 }
 
 # build_etcd builds e2e/tools/etcd, a small program on etcd's embed
