@@ -198,6 +198,11 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 		uevents = u.Events()
 	}
 
+	// A crashed agent leaves its sockets; the kubelet would keep dialing
+	// them.
+	if _, err := a.mgr.RemoveStaleSockets(); err != nil {
+		a.log.WithError(err).Warn("cannot remove stale device plugin sockets")
+	}
 	start := time.Now()
 	if err := a.rec.Reconcile("startup"); err != nil {
 		return fmt.Errorf("first sync: %w", err)
