@@ -203,6 +203,12 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 	if _, err := a.mgr.RemoveStaleSockets(); err != nil {
 		a.log.WithError(err).Warn("cannot remove stale device plugin sockets")
 	}
+	// Cards the kubelet allocated that are unbound now stay known.
+	if seeded, err := a.rec.SeedUnbound(a.opts.KubeletDir, a.opts.Roots.Sysfs); err != nil {
+		a.log.WithError(err).Warn("cannot read the kubelet's allocations; a card unbound at start is not listed")
+	} else if len(seeded) > 0 {
+		a.log.WithField("cards", seeded).Debug("cards allocated by the kubelet, checked in the first pass")
+	}
 	start := time.Now()
 	if err := a.rec.Reconcile("startup"); err != nil {
 		return fmt.Errorf("first sync: %w", err)

@@ -73,7 +73,10 @@ type Reconciler struct {
 
 	known      map[string]known
 	advertised map[string]bool
-	skipped    string
+	// pinned maps cards seeded from the kubelet's checkpoint to the
+	// resource they were allocated from (see SeedUnbound).
+	pinned  map[string]string
+	skipped string
 }
 
 // NewReconciler builds a Reconciler; met may be nil.
@@ -86,6 +89,7 @@ func NewReconciler(cfg *config.Config, disc Discoverer, specs SpecStore, pub Pub
 		},
 		known:      map[string]known{},
 		advertised: map[string]bool{},
+		pinned:     map[string]string{},
 	}
 }
 
@@ -137,7 +141,7 @@ func (r *Reconciler) Reconcile(trigger string) error {
 		}
 	}
 	slices.SortFunc(cards, func(a, b drm.Card) int { return strings.Compare(a.ID, b.ID) })
-	pools := r.cfg.Assign(cards)
+	pools := r.addPinned(r.cfg.Assign(cards), next)
 	nextAdv := advertisedIn(pools)
 
 	// 1. Specs for the union: new cards appear, nothing goes yet.
