@@ -62,7 +62,8 @@ type refresher interface {
 }
 
 // checkedNodes returns, for every card, its nodes as our specs hold them,
-// after checking each one against the host: the node's host path and, for
+// after checking each DRM node (container path under /dev/dri) against
+// the host: the node's host path and, for
 // a /dev/dri/by-path link, the host's link of that name must be a char
 // device with the spec's numbers now. The link names the card's PCI or
 // platform device, so it catches the case where the card node path and
@@ -98,6 +99,12 @@ func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceS
 			return nil, unavailable(card)
 		}
 		for _, n := range nodes {
+			if !underDRI(n.Path) {
+				// A per-driver node shared by every card of the driver
+				// (/dev/kfd): no card's identity; the DaemonSet mounts
+				// only the host's /dev/dri.
+				continue
+			}
 			if err := checkHost(card, n, stat); err != nil {
 				return nil, err
 			}

@@ -218,6 +218,18 @@ func TestHostNumbersMismatch(t *testing.T) {
 	require.ErrorContains(t, err, "host /dev/dri/renderD128: file does not exist")
 }
 
+// /dev/kfd is shared by every amdgpu card and not under the host's
+// /dev/dri the plugin sees: it is not checked, the DRM nodes are.
+func TestSharedExtraNodeIsNotChecked(t *testing.T) {
+	nodes := append(cardNodes(cardX, 0, 128), drm.DeviceNode{Path: "/dev/kfd", HostPath: "/dev/kfd", Major: 235, Minor: 0})
+	store := map[string][]drm.DeviceNode{cardX: nodes}
+	r := newIdentityRig(t, store, hostWith(map[string][2]uint32{cardX: {0, 128}}))
+	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
+	adj, err := r.create(container("app", claims(resI915, cardX)))
+	require.NoError(t, err)
+	require.Len(t, adj.GetLinux().GetDevices(), 5)
+}
+
 // A card missing from the store (a hotplug the watch has not delivered
 // yet) is reloaded once; a burst of containers shares that reload.
 func TestMissingCardIsReloadedOnce(t *testing.T) {
