@@ -195,3 +195,83 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error
 		}
 	}
 }
+
+// mismatchMsg is part of dri-cdi-nri's error for a node that is not, on
+// the host, the device the spec says.
+const mismatchMsg = "device node does not match the host"
+
+// TestRenumberWhileAgentDown is the same renumbering while the agent is
+// not running (crashed), so the CDI specs still hold X's old numbers,
+// which Y owns now:
+//
+//  1. a restartPolicy Always pod holds X; the agent is killed;
+//  2. X unbinds and Y takes X's old minors;
+//  3. the pod's container restarts: containerd resolves X's stale spec,
+//     and dri-cdi-nri's host check fails it (X's by-path link is gone);
+//  4. the agent starts again: it removes its dead socket, finds X
+//     allocated in the kubelet's checkpoint but unbound, lists it
+//     Unhealthy with a spec without nodes; the next retry fails with the
+//     card-unavailable error.
+func TestRenumberWhileAgentDown(t *testing.T) {
+	ctx := context.Background()
+	cards := []drmtest.GPU{harness.IntelGPU(0), harness.IntelGPU(1)}
+	n := startNode(t, harness.NodeOptions{Name: "renumber-agent-down", GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true})
+	_, err := n.WaitAllocatable(ctx, resource, 2, 90*time.Second)
+	require.NoError(t, err)
+
+	paths := []string{"/dev/dri/renderD128", "/dev/dri/renderD129"}
+	holder := harness.PodSpec{Name: "holder", RestartPolicy: "Always", Resources: map[string]int64{resource: 1},
+		Script: harness.ProbeAndWait(paths...)}
+	require.NoError(t, n.CreatePod(ctx, holder))
+	_, err = n.WaitOutput(ctx, holder.Name, harness.ProbeDone, 120*time.Second)
+	require.NoError(t, err)
+	x := allocatedCard(t, n, holder.Name, cards)
+	y := cards[0]
+	if y.ID() == x.ID() {
+		y = cards[1]
+	}
+	first, err := n.PodContainer(ctx, holder.Name)
+	require.NoError(t, err)
+	staleX := specNodes(t, n, x.ID())
+	require.NotEmpty(t, staleX)
+
+	// 1-2. The agent is gone while X unbinds and Y takes X's numbers.
+	n.KillAgent()
+	require.NoError(t, n.Tree.Unbind(x.ID()))
+	require.NoError(t, n.Tree.Renumber(y.ID(), x.Card, x.Render))
+	require.Equal(t, staleX, specNodes(t, n, x.ID()), "with the agent down, X's spec still holds X's old numbers")
+
+	// 3. The restart resolves the stale spec; the host check refuses it.
+	require.NoError(t, n.StopContainer(ctx, first.ID))
+	st, err := n.WaitPod(ctx, holder.Name, 90*time.Second, func(s harness.PodStatus) bool {
+		for _, c := range s.Containers {
+			if c.State.Waiting != nil && strings.Contains(c.State.Waiting.Message, mismatchMsg) {
+				return true
+			}
+		}
+		return false
+	})
+	require.NoError(t, err, "the restarted container must fail dri-cdi-nri's host check")
+	t.Logf("holder with the agent down: %s", st.Describe())
+	require.Contains(t, st.Describe(), x.ID())
+	requireNoContainerHolds(t, n, holder.Name, first.ID, x.Render)
+
+	// 4. The agent comes back: X Unhealthy from the kubelet's checkpoint,
+	// its spec without nodes; Y Healthy at its new numbers.
+	require.NoError(t, n.StartAgent(ctx, harness.DeliveryCDICRI))
+	require.NoError(t, n.WaitDeviceHealth(ctx, resource, x.ID(), pluginapi.Unhealthy, 60*time.Second))
+	require.NoError(t, n.WaitDeviceHealth(ctx, resource, y.ID(), pluginapi.Healthy, 60*time.Second))
+	require.Eventually(t, func() bool { return specDefines(t, n, x.ID()) && len(specNodes(t, n, x.ID())) == 0 },
+		30*time.Second, 250*time.Millisecond, "X's spec must keep its name and hold no device node")
+	require.GreaterOrEqual(t, n.CountLog("agent", "removed a socket a previous agent left behind"), 1, "the dead agent's socket must be removed")
+	_, err = n.WaitPod(ctx, holder.Name, 180*time.Second, func(s harness.PodStatus) bool {
+		for _, c := range s.Containers {
+			if c.State.Waiting != nil && strings.Contains(c.State.Waiting.Message, unavailableMsg) {
+				return true
+			}
+		}
+		return false
+	})
+	require.NoError(t, err, "the next retry must fail with the card-unavailable error")
+	requireNoContainerHolds(t, n, holder.Name, first.ID, x.Render)
+}
