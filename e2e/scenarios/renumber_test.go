@@ -118,6 +118,7 @@ func TestRenumberAfterUnbind(t *testing.T) {
 		return err == nil && strings.Contains(o, harness.ProbeDone)
 	})
 	require.NoError(t, err, "the holder's container must start once X is back")
+	t.Logf("holder once X is back at card%d/renderD%d:\n%s", xNow.Card, xNow.Render, outAgain)
 	again := parseProbes(t, outAgain, paths...)
 	require.Equal(t, harness.ENXIO, again[harness.RenderPath(xNow)].Errno, "holder must reach X at %s", harness.RenderPath(xNow))
 	o := again[harness.RenderPath(yNow)]
