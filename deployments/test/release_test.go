@@ -1,0 +1,137 @@
+package test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dri-cdi/dri-cdi/pkg/version"
+)
+
+const (
+	repoRoot = "../.."
+	// imageRepository is the image every manifest names.
+	imageRepository = "ghcr.io/dri-cdi/dri-cdi"
+)
+
+var semverTag = regexp.MustCompile(`^v(\d+\.\d+\.\d+)$`)
+
+// releaseVersion is the one source of the release version: VERSION at the
+// repository root.
+func releaseVersion(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "VERSION"))
+	require.NoError(t, err)
+	v := strings.TrimSpace(string(raw))
+	require.Regexp(t, semverTag, v, "VERSION must be vX.Y.Z")
+	return v
+}
+
+// latestChangelogVersion is the version of the first "## [vX.Y.Z]" entry.
+func latestChangelogVersion(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "CHANGELOG.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^## \[(v[^\]]+)\]`).FindStringSubmatch(string(raw))
+	require.NotNil(t, m, "CHANGELOG.md has no \"## [vX.Y.Z]\" entry")
+	return m[1]
+}
+
+// TestVersionsAgree checks every place that names the release version
+// against VERSION: the chart's version and appVersion, the image tag of
+// the kustomize base, pkg/version's default, the newest CHANGELOG entry,
+// the images both renderings produce and the install commands in the
+// README.
+func TestVersionsAgree(t *testing.T) {
+	v := releaseVersion(t)
+	semver := semverTag.FindStringSubmatch(v)[1]
+
+	var chart struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	raw, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(raw, &chart))
+	require.Equal(t, semver, chart.Version, "Chart.yaml version")
+	require.Equal(t, v, chart.AppVersion, "Chart.yaml appVersion")
+
+	var k types.Kustomization
+	raw, err = os.ReadFile(filepath.Join(kustomizeDir, "base/kustomization.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.UnmarshalStrict(raw, &k))
+	require.Len(t, k.Images, 1)
+	require.Equal(t, imageRepository, k.Images[0].Name)
+	require.Empty(t, k.Images[0].NewName, "the base keeps the registry name, so that overlays can override it")
+	require.Equal(t, v, k.Images[0].NewTag, "kustomize base image tag")
+
+	require.Equal(t, v, version.Version, "pkg/version default")
+	require.Equal(t, v, latestChangelogVersion(t), "newest CHANGELOG.md entry")
+
+	for _, name := range []string{"kustomize-base", "helm-default"} {
+		raw, err := variants[name].render()
+		require.NoError(t, err)
+		objs, err := Decode(raw)
+		require.NoError(t, err)
+		ds := rendered{raw: raw, objs: objs}.daemonSet(t)
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			require.Equal(t, imageRepository+":"+v, c.Image, "%s container %s", name, c.Name)
+		}
+	}
+
+	// The install commands a user copies name this release: both READMEs
+	// show them, and every page that names a ref, a chart version or the
+	// image tag names this one.
+	docs, err := filepath.Glob(filepath.Join(repoRoot, "docs/*.md"))
+	require.NoError(t, err)
+	docs = append([]string{filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "deployments/README.md")}, docs...)
+	for i, doc := range docs {
+		raw, err := os.ReadFile(doc)
+		require.NoError(t, err)
+		refs := regexp.MustCompile(`\?ref=(v[0-9][^'"\s]*)`).FindAllStringSubmatch(string(raw), -1)
+		charts := regexp.MustCompile(`oci://ghcr\.io/dri-cdi/charts/dri-cdi --version ([0-9][^\s]*)`).FindAllStringSubmatch(string(raw), -1)
+		images := regexp.MustCompile(`ghcr\.io/dri-cdi/dri-cdi:(v[0-9][^\s` + "`" + `'")]*)`).FindAllStringSubmatch(string(raw), -1)
+		if i < 2 {
+			require.NotEmpty(t, refs, "%s shows kubectl apply -k ...?ref=%s", doc, v)
+			require.NotEmpty(t, charts, "%s shows helm install oci://... --version %s", doc, semver)
+		}
+		for _, m := range images {
+			require.Equal(t, v, m[1], "%s: %s", doc, m[0])
+		}
+		for _, m := range refs {
+			require.Equal(t, v, m[1], "%s: %s", doc, m[0])
+		}
+		for _, m := range charts {
+			require.Equal(t, semver, m[1], "%s: %s", doc, m[0])
+		}
+	}
+}
+
+// TestReleaseNotes runs the script the release workflow publishes the
+// notes with, and checks that it prints the newest CHANGELOG entry and
+// refuses a version without one.
+func TestReleaseNotes(t *testing.T) {
+	v := releaseVersion(t)
+	script := filepath.Join(repoRoot, "scripts/release-notes.sh")
+	out, err := exec.Command(script, v).Output()
+	require.NoError(t, err)
+	notes := string(out)
+	require.NotEmpty(t, strings.TrimSpace(notes))
+	require.NotContains(t, notes, "## ["+v+"]", "the heading is the release's title, not part of its notes")
+	require.NotRegexp(t, `(?m)^## \[`, notes, "only one entry")
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "CHANGELOG.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(raw), notes)
+
+	err = exec.Command(script, "v0.0.0-none").Run()
+	require.Error(t, err, "not vX.Y.Z")
+	err = exec.Command(script, "v999.0.0").Run()
+	require.Error(t, err, "no entry")
+}
