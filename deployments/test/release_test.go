@@ -97,7 +97,7 @@ func TestVersionsAgree(t *testing.T) {
 		require.NoError(t, err)
 		refs := regexp.MustCompile(`\?ref=(v[0-9][^'"\s]*)`).FindAllStringSubmatch(string(raw), -1)
 		charts := regexp.MustCompile(`oci://ghcr\.io/dri-cdi/charts/dri-cdi --version ([0-9][^\s]*)`).FindAllStringSubmatch(string(raw), -1)
-		images := regexp.MustCompile(`ghcr\.io/dri-cdi/dri-cdi:(v[0-9][^\s` + "`" + `'")]*)`).FindAllStringSubmatch(string(raw), -1)
+		images := regexp.MustCompile(`ghcr\.io/dri-cdi/dri-cdi:(v[0-9][^\s`+"`"+`'")]*)`).FindAllStringSubmatch(string(raw), -1)
 		if i < 2 {
 			require.NotEmpty(t, refs, "%s shows kubectl apply -k ...?ref=%s", doc, v)
 			require.NotEmpty(t, charts, "%s shows helm install oci://... --version %s", doc, semver)
