@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
 
@@ -134,4 +136,30 @@ func TestReleaseNotes(t *testing.T) {
 	require.Error(t, err, "not vX.Y.Z")
 	err = exec.Command(script, "v999.0.0").Run()
 	require.Error(t, err, "no entry")
+}
+
+// TestPackagedChart packages the chart the way `helm package` (make chart)
+// does and checks the archive's name and that it renders exactly what the
+// chart directory renders, so .helmignore cannot drop a template or the
+// values schema from the published chart.
+func TestPackagedChart(t *testing.T) {
+	semver := semverTag.FindStringSubmatch(releaseVersion(t))[1]
+	chrt, err := loader.LoadDir(chartDir)
+	require.NoError(t, err)
+	path, err := chartutil.Save(chrt, t.TempDir())
+	require.NoError(t, err)
+	require.Equal(t, "dri-cdi-"+semver+".tgz", filepath.Base(path))
+
+	packaged, err := loader.Load(path)
+	require.NoError(t, err)
+	require.NotNil(t, packaged.Schema, "values.schema.json is in the archive")
+	for _, values := range [][]string{nil, {"testdata/helm/custom.yaml"}} {
+		want, err := RenderChart(chartDir, values...)
+		require.NoError(t, err)
+		got, err := RenderChart(path, values...)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "values %v", values)
+	}
+	_, err = RenderChart(path, "testdata/helm/invalid/unknown-key.yaml")
+	require.ErrorContains(t, err, "delivrey", "the packaged chart validates its values")
 }
