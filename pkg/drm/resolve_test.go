@@ -97,8 +97,20 @@ func FuzzResolver(f *testing.F) {
 	f.Add("../a", "a/b/../../f", "n", "m/x")
 	f.Fuzz(func(t *testing.T, l, m, n, query string) {
 		for _, s := range []string{l, m, n, query} {
-			if len(s) > 64 || strings.ContainsRune(s, 0) || strings.HasPrefix(s, "/") {
-				return
+			// Absolute and long paths leave the small tree this checks.
+			if len(s) > 64 || strings.HasPrefix(s, "/") {
+				t.Skip("outside the tree")
+			}
+			// No path holds a NUL byte.
+			if strings.ContainsRune(s, 0) {
+				t.Skip("NUL byte")
+			}
+		}
+		for _, target := range []string{l, m, n} {
+			// symlink(2) refuses an empty target (ENOENT), so no tree
+			// has such a link to resolve.
+			if target == "" {
+				t.Skip("empty symlink target")
 			}
 		}
 		dir := linkTree(t, map[string]string{"l": l, "m": m, "n": n})
