@@ -35,23 +35,21 @@ keep_logs=${FUZZ_LOGS:+yes}
 logs=${FUZZ_LOGS:-$(mktemp -d)}
 mkdir -p "$logs"
 
-# `go test -list` prints a package's matching tests, then an "ok" line
-# naming the package. It fails on a build error, and so do we.
-if ! listing=$($GO test -list '^Fuzz' ./... 2>&1); then
-	echo "$listing" >&2
-	echo "fuzz: listing the fuzz targets failed" >&2
+# The targets: top-level "func FuzzX(f *testing.F)" in the test files Go
+# builds for this platform. This needs no compiling, unlike
+# `go test -list`, so the list costs nothing before the first run.
+if ! listing=$($GO list -f '{{$d := .Dir}}{{range .TestGoFiles}}{{$.ImportPath}} {{$d}}/{{.}}
+{{end}}{{range .XTestGoFiles}}{{$.ImportPath}} {{$d}}/{{.}}
+{{end}}' ./...); then
+	echo "fuzz: listing the packages failed" >&2
 	exit 1
 fi
 targets=()
-names=()
-while read -r first second _; do
-	case $first in
-	Fuzz*) names+=("$first") ;;
-	ok)
-		for n in "${names[@]}"; do targets+=("$second $n"); done
-		names=()
-		;;
-	esac
+while read -r pkg file; do
+	[[ -n $file ]] || continue
+	for n in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*\*testing\.F) {$/\1/p' "$file"); do
+		targets+=("$pkg $n")
+	done
 done <<<"$listing"
 
 start=$SECONDS
