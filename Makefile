@@ -58,7 +58,7 @@ mod-check: ## go mod tidy must leave go.mod and go.sum unchanged
 FUZZTIME ?= 10s
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target for FUZZTIME (default 10s); one line each; fails only on a failing input
+fuzz: ## Run every fuzz target for FUZZTIME (default 10s), all even if one fails; one line each
 	GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 E2E_CACHE ?= /var/cache/dri-cdi-e2e
