@@ -24,12 +24,12 @@
 # target failed).
 set -uo pipefail
 export LC_ALL=C
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-10s}
 FUZZ_RUN=${FUZZ_RUN:-.}
-module=$($GO list -m) || exit 1
+module=$("$GO" list -m) || exit 1
 
 keep_logs=${FUZZ_LOGS:+yes}
 logs=${FUZZ_LOGS:-$(mktemp -d)}
@@ -38,7 +38,7 @@ mkdir -p "$logs"
 # The targets: top-level "func FuzzX(f *testing.F)" in the test files Go
 # builds for this platform. This needs no compiling, unlike
 # `go test -list`, so the list costs nothing before the first run.
-if ! listing=$($GO list -f '{{$d := .Dir}}{{range .TestGoFiles}}{{$.ImportPath}} {{$d}}/{{.}}
+if ! listing=$("$GO" list -f '{{$d := .Dir}}{{range .TestGoFiles}}{{$.ImportPath}} {{$d}}/{{.}}
 {{end}}{{range .XTestGoFiles}}{{$.ImportPath}} {{$d}}/{{.}}
 {{end}}' ./...); then
 	echo "fuzz: listing the packages failed" >&2
@@ -67,7 +67,7 @@ for t in "${targets[@]}"; do
 	before=$(ls "$corpus" 2>/dev/null)
 
 	t0=$SECONDS
-	$GO test -v -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "$pkg" >"$log" 2>&1
+	"$GO" test -v -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "$pkg" >"$log" 2>&1
 	rc=$?
 	took="($((SECONDS - t0))s)"
 
