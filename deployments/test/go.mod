@@ -62,7 +62,6 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
@@ -88,6 +87,7 @@ require (
 require (
 	github.com/dri-cdi/dri-cdi v0.0.0
 	github.com/google/shlex v0.0.0-20191202100458-e7afc7fbc510
+	go.yaml.in/yaml/v3 v3.0.5
 	sigs.k8s.io/kustomize/kustomize/v5 v5.8.2
 )
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"sigs.k8s.io/kustomize/api/types"
@@ -162,4 +163,53 @@ func TestPackagedChart(t *testing.T) {
 	}
 	_, err = RenderChart(path, "testdata/helm/invalid/unknown-key.yaml")
 	require.ErrorContains(t, err, "delivrey", "the packaged chart validates its values")
+}
+
+// TestReleaseWorkflowRunsMakeTargets keeps .github/workflows/release.yaml
+// to its contract: it runs on tags vX.Y.Z, and every step it runs is one
+// make target of the Makefile (so that each can be run, and most of them
+// are, on a developer machine).
+func TestReleaseWorkflowRunsMakeTargets(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, ".github/workflows/release.yaml"))
+	require.NoError(t, err)
+	var wf struct {
+		On struct {
+			Push struct {
+				Tags []string `yaml:"tags"`
+			} `yaml:"push"`
+		} `yaml:"on"`
+		Jobs map[string]struct {
+			Steps []struct {
+				Name string `yaml:"name"`
+				Uses string `yaml:"uses"`
+				Run  string `yaml:"run"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	// YAML 1.2 (yaml.v3): in YAML 1.1 the key "on" would be the boolean true.
+	require.NoError(t, yamlv3.Unmarshal(raw, &wf))
+	require.Equal(t, []string{"v*.*.*"}, wf.On.Push.Tags)
+
+	mk, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	require.NoError(t, err)
+	targets := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z0-9-]*):`).FindAllStringSubmatch(string(mk), -1) {
+		targets[m[1]] = true
+	}
+	var run []string
+	for _, job := range wf.Jobs {
+		for _, s := range job.Steps {
+			if s.Run == "" {
+				require.NotEmpty(t, s.Uses, "step %q runs nothing", s.Name)
+				continue
+			}
+			m := regexp.MustCompile(`^make ([a-z][a-z0-9-]*)\n?$`).FindStringSubmatch(s.Run)
+			require.NotNil(t, m, "step %q runs %q, not one make target", s.Name, s.Run)
+			require.True(t, targets[m[1]], "step %q: no target %s in the Makefile", s.Name, m[1])
+			run = append(run, m[1])
+		}
+	}
+	for _, want := range []string{"release-check", "dist", "chart", "image", "release-notes", "image-push", "chart-push", "github-release"} {
+		require.Contains(t, run, want)
+	}
 }
