@@ -95,9 +95,10 @@ func FileName(kind, device string) (string, error) {
 }
 
 // Generate returns the spec files for cards: one file per card with one
-// device named by the card ID, plus, when there is at least one card, a
+// device named by the card ID, plus, when at least one card has nodes, a
 // file with the device AllDevice holding every card's nodes (each path
-// once). No cards give no files. Files are sorted by name and their
+// once). A card without nodes (see Unavailable) gets a spec holding only
+// its UnavailableEnv marker. No cards give no files. Files are sorted by name and their
 // content depends only on the arguments.
 //
 // Every card must have an ID that is a valid CDI device name and not
@@ -134,6 +135,14 @@ func Generate(kind string, cards []drm.Card) ([]File, error) {
 			return nil, fmt.Errorf("%w %q: its spec file %s is also the file of card %q", ErrInvalidCard, c.ID, name, other)
 		}
 		owner[name] = c.ID
+		if IsUnavailable(c) {
+			f, err := unavailableFile(kind, name, c.ID)
+			if err != nil {
+				return nil, fmt.Errorf("%w %q: %w", ErrInvalidCard, c.ID, err)
+			}
+			files = append(files, f)
+			continue
+		}
 		nodes, err := deviceNodes(c)
 		if err != nil {
 			return nil, err
@@ -156,11 +165,13 @@ func Generate(kind string, cards []drm.Card) ([]File, error) {
 			all = append(all, &cp)
 		}
 	}
-	f, err := newFile(kind, prefix+AllDevice+FileExt, AllDevice, all)
-	if err != nil {
-		return nil, fmt.Errorf("device %q: %w", AllDevice, err)
+	if len(all) > 0 { // every card unavailable: no AllDevice
+		f, err := newFile(kind, prefix+AllDevice+FileExt, AllDevice, all)
+		if err != nil {
+			return nil, fmt.Errorf("device %q: %w", AllDevice, err)
+		}
+		files = append(files, f)
 	}
-	files = append(files, f)
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 	return files, nil
 }
@@ -317,8 +328,8 @@ func validateSpec(spec *specs.Spec) error {
 			return fmt.Errorf("invalid CDI spec: device %q defined twice", d.Name)
 		}
 		names[d.Name] = true
-		if len(d.ContainerEdits.DeviceNodes) == 0 {
-			return fmt.Errorf("invalid CDI spec: device %q has no device nodes", d.Name)
+		if err := hasNodesOrMarker(d); err != nil {
+			return err
 		}
 		if err := (&cdilib.ContainerEdits{ContainerEdits: &d.ContainerEdits}).Validate(); err != nil {
 			return fmt.Errorf("invalid CDI spec: device %q: %w", d.Name, err)

@@ -33,6 +33,7 @@ func benchPlugin(b *testing.B) *nri.Plugin {
 		Authorizer: fixedAuthorizer{resI915: {cardA}},
 		Devices:    store,
 		Log:        logrus.NewEntry(log),
+		HostStat:   specHost.stat,
 	})
 	require.NoError(b, err)
 	return p

@@ -6,10 +6,11 @@
 //
 // A container asks for cards in two ways: the device plugin's allocation
 // annotation (pkg/alloc), and CDI device names of our kind that the
-// runtime passes along. Neither is trusted. For every container that asks,
-// the plugin asks the kubelet's PodResources API (an Authorizer) which
-// device IDs it allocated to that container under a resource dri-cdi
-// serves (a ResourceFilter), and:
+// runtime resolves (Container.CDIDevices and cdi.k8s.io/* annotations).
+// Neither is trusted. For every container that asks, the plugin asks the
+// kubelet's PodResources API (an Authorizer) which device IDs it
+// allocated to that container under a resource dri-cdi serves (a
+// ResourceFilter), and:
 //
 //   - injects the claimed cards the kubelet confirms;
 //   - injects none of the claimed cards it does not confirm, logs a
@@ -33,6 +34,20 @@
 // library does for a CDI node that leaves ownership open); otherwise the
 // node keeps the host's owner, group and mode. Group 0 is never given to a
 // non-root user.
+//
+// # Identity
+//
+// DRM minors are handed out lowest-free, so after an unbind another card
+// can hold the numbers a card had, and the kubelet reuses its
+// checkpointed allocation when a container restarts. Before a card's
+// nodes are injected or confirmed, each DRM node is checked against the
+// host (a HostStat): its host path, and for a /dev/dri/by-path node the
+// host's link of that name, must be a char device with the spec's
+// numbers now. A card whose spec holds no nodes, or whose
+// DRI_CDI_UNAVAILABLE marker the runtime's CDI injection set, is
+// unavailable. Either fails only that container, with an error naming
+// the card. A card missing from the store is reloaded once first
+// (SpecStore.Refresh).
 //
 // # hostPath misuse
 //

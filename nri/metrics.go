@@ -24,6 +24,9 @@ const (
 	reasonNotAllocated   = "not_allocated"
 	reasonUnknownCard    = "unknown_card"
 	reasonDeviceConflict = "device_conflict"
+	// reasonCardUnavailable and reasonHostMismatch: see identity.go.
+	reasonCardUnavailable = "card_unavailable"
+	reasonHostMismatch    = "host_mismatch"
 )
 
 // Metrics are the plugin's Prometheus metrics, in their own registry.
@@ -42,6 +45,10 @@ type Metrics struct {
 	reconnects  prometheus.Counter
 	specCards   prometheus.Gauge
 	specReloads *prometheus.CounterVec
+	// spec store freshness (specstore_fresh.go)
+	specWatching      prometheus.Gauge
+	specWatchFailures prometheus.Counter
+	specRefreshes     prometheus.Counter
 
 	// pre-resolved children, so the request path does no label lookups
 	handlerByResult map[string]prometheus.Observer
@@ -104,7 +111,20 @@ func NewMetrics() *Metrics {
 			Name: "dri_cdi_nri_cdi_reloads_total",
 			Help: "Loads of the CDI spec directory, by result (ok or error).",
 		}, []string{"result"}),
+		specWatching: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dri_cdi_nri_cdi_watching",
+			Help: "1 while the CDI spec directory is watched, 0 after the watch failed to start or stopped.",
+		}),
+		specWatchFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dri_cdi_nri_cdi_watch_failures_total",
+			Help: "Times the watch of the CDI spec directory failed to start or stopped.",
+		}),
+		specRefreshes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dri_cdi_nri_cdi_refreshes_total",
+			Help: "Reloads of the CDI spec directory because a container's allocated card was missing from the store.",
+		}),
 	}
+	m.reg.MustRegister(m.specWatching, m.specWatchFailures, m.specRefreshes)
 	m.reg.MustRegister(m.containers, m.injected, m.nodes, m.denied, m.errors, m.misuse,
 		m.handler, m.podres, m.connected, m.reconnects, m.specCards, m.specReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -112,7 +132,8 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{resultNone, resultVerified, resultInjected, resultDenied, resultError} {
 		m.handlerByResult[r] = m.handler.WithLabelValues(r)
 	}
-	for _, r := range []string{reasonBadRequest, reasonUnconfirmed, reasonNotAllocated, reasonUnknownCard, reasonDeviceConflict} {
+	for _, r := range []string{reasonBadRequest, reasonUnconfirmed, reasonNotAllocated, reasonUnknownCard, reasonDeviceConflict,
+		reasonCardUnavailable, reasonHostMismatch} {
 		m.errors.WithLabelValues(r)
 	}
 	m.podresOK = m.podres.WithLabelValues("ok")

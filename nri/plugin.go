@@ -37,6 +37,9 @@ type Config struct {
 	Metrics *Metrics
 	// Log receives the plugin's log lines.
 	Log *logrus.Entry
+	// HostStat checks nodes against the host at request time; nil means
+	// StatHost.
+	HostStat HostStat
 }
 
 // Plugin is the dri-cdi NRI plugin. Its methods are the NRI stub's event
@@ -48,6 +51,7 @@ type Plugin struct {
 	devices DeviceSource
 	metrics *Metrics
 	log     *logrus.Entry
+	stat    HostStat
 
 	connected atomic.Bool
 	// synced, when set, is closed by the next Synchronize: Run uses it to
@@ -72,6 +76,9 @@ func New(cfg Config) (*Plugin, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
+	if cfg.HostStat == nil {
+		cfg.HostStat = StatHost
+	}
 	return &Plugin{
 		kind:    cfg.Kind,
 		served:  cfg.Resources,
@@ -79,6 +86,7 @@ func New(cfg Config) (*Plugin, error) {
 		devices: cfg.Devices,
 		metrics: cfg.Metrics,
 		log:     cfg.Log,
+		stat:    cfg.HostStat,
 	}, nil
 }
 
@@ -178,7 +186,11 @@ func (p *Plugin) handle(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		return nil, resultDenied, nil
 	}
 
-	adj, added, err := deviceAdjustment(ctr, dec.cards, p.devices)
+	checked, err := checkedNodes(ctx, dec.cards, processEnv(ctr), p.devices, p.stat)
+	if err != nil {
+		return nil, resultError, p.fail(pod, ctr, identityReason(err), err)
+	}
+	adj, added, err := deviceAdjustment(ctr, dec.cards, checked)
 	if err != nil {
 		reason := reasonUnknownCard
 		if errors.Is(err, ErrDeviceConflict) {

@@ -44,7 +44,8 @@ type request struct {
 	// claims are the allocation annotations of resources we serve.
 	claims []alloc.Claim
 	// cdiCards are the card IDs (or "all") of the CDI devices of our kind
-	// the runtime resolved for the container, sorted, without duplicates.
+	// the runtime resolved for the container (from Container.CDIDevices
+	// and cdi.k8s.io/* annotations), sorted, without duplicates.
 	cdiCards []string
 }
 
@@ -65,14 +66,14 @@ func parseRequest(c *api.Container, kind string, served ResourceFilter) (request
 		}
 	}
 	prefix := kind + "="
-	for _, d := range c.GetCDIDevices() {
-		name, ok := strings.CutPrefix(d.GetName(), prefix)
+	for _, qualified := range requestedCDINames(c) {
+		name, ok := strings.CutPrefix(qualified, prefix)
 		if !ok {
 			continue
 		}
 		if name != allDevice {
 			if err := alloc.ValidCardID(name); err != nil {
-				return request{}, fmt.Errorf("%w: CDI device %q: %w", ErrBadRequest, truncate(d.GetName()), err)
+				return request{}, fmt.Errorf("%w: CDI device %q: %w", ErrBadRequest, truncate(qualified), err)
 			}
 		}
 		req.cdiCards = append(req.cdiCards, name)

@@ -69,7 +69,7 @@ func (p *Plugin) Healthz() error {
 }
 
 // Readyz passes when the plugin is connected and the specs of store are
-// loaded.
+// loaded and watched.
 func (p *Plugin) Readyz(store *SpecStore) Check {
 	return func() error {
 		if err := p.Healthz(); err != nil {
@@ -77,6 +77,11 @@ func (p *Plugin) Readyz(store *SpecStore) Check {
 		}
 		if store != nil && !store.Loaded() {
 			return errors.New("CDI specs not loaded yet")
+		}
+		if store != nil {
+			if err := store.WatchErr(); err != nil {
+				return err
+			}
 		}
 		return nil
 	}

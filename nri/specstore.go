@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,15 +36,31 @@ type SpecStore struct {
 	log       *logrus.Entry
 
 	cards atomic.Pointer[map[string][]drm.DeviceNode]
+
+	// newWatcher starts the directory watch; nil means dirWatcher.
+	newWatcher func(log *logrus.Entry, dir string) (<-chan watch.Event, io.Closer, error)
+	// interval is the period of the reload that backs the watch.
+	interval time.Duration
+	// watchErr holds the error of the last failed watch until a watch
+	// works again.
+	watchErr atomic.Pointer[error]
+	// refresh is the reload a missing card started, shared by every
+	// request that misses meanwhile.
+	refreshMu sync.Mutex
+	refresh   *flight
 }
 
 // NewSpecStore returns a store of the specs of kind in dir. It holds no
 // cards until the first Reload.
-func NewSpecStore(dir, kind string, load LoadFunc, metrics *Metrics, log *logrus.Entry) *SpecStore {
+func NewSpecStore(dir, kind string, load LoadFunc, metrics *Metrics, log *logrus.Entry, opts ...StoreOption) *SpecStore {
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
-	return &SpecStore{dir: dir, kind: kind, load: load, metrics: metrics, log: log.WithField("cdiDir", dir)}
+	s := &SpecStore{dir: dir, kind: kind, load: load, metrics: metrics, log: log.WithField("cdiDir", dir)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Nodes returns the nodes of a card as last loaded.
@@ -122,30 +140,67 @@ func fromHost(n drm.DeviceNode) drm.DeviceNode {
 }
 
 // Watch loads the specs and reloads them whenever an entry of the
-// directory changes, until ctx ends. A missing directory is waited for.
-// Spec files are replaced by rename, as the agent writes them.
+// directory changes, and every reload interval in any case, until ctx
+// ends; it then returns nil. A missing directory is waited for. Spec
+// files are replaced by rename, as the agent writes them.
+//
+// The watch cannot fail silently: a watcher that cannot start, or that
+// stops, is logged, counted in dri_cdi_nri_cdi_watch_failures_total and
+// reported by WatchErr (which turns /readyz unready) until a later
+// attempt, made at every periodic reload, watches again. The periodic
+// reload keeps the store fresh meanwhile.
 func (s *SpecStore) Watch(ctx context.Context) error {
-	w, err := watch.NewDirWatcher(s.log, s.dir)
-	if err != nil {
-		return fmt.Errorf("failed to watch CDI spec directory %s: %w", s.dir, err)
+	interval := s.interval
+	if interval <= 0 {
+		interval = DefaultReloadInterval
 	}
-	defer func() { _ = w.Close() }()
-	// Loading after the watch is in place misses no change.
-	s.reloadLogged()
-
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+
+	var w io.Closer
+	defer func() {
+		if w != nil {
+			_ = w.Close()
+		}
+	}()
+	var events <-chan watch.Event
+	newWatcher := s.newWatcher
+	if newWatcher == nil {
+		newWatcher = dirWatcher
+	}
+	start := func() {
+		ev, c, err := newWatcher(s.log, s.dir)
+		if err != nil {
+			s.watchFailed(fmt.Errorf("failed to watch CDI spec directory %s: %w", s.dir, err), interval)
+			return
+		}
+		w, events = c, ev
+		s.watchOK()
+	}
+	start()
+	// Loading after the watch is in place misses no change.
+	s.reloadLogged()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case _, ok := <-w.Events():
+		case _, ok := <-events:
 			if !ok {
-				return fmt.Errorf("watching CDI spec directory %s stopped", s.dir)
+				_ = w.Close()
+				w, events = nil, nil
+				s.watchFailed(fmt.Errorf("watching CDI spec directory %s stopped", s.dir), interval)
+				continue
 			}
 			timer.Reset(debounce)
 		case <-timer.C:
+			s.reloadLogged()
+		case <-ticker.C:
+			if events == nil {
+				start()
+			}
 			s.reloadLogged()
 		}
 	}

@@ -119,6 +119,7 @@ func newRig(t testing.TB, opts ...rigOption) *rig {
 		Devices:    r.store,
 		Metrics:    metrics,
 		Log:        log,
+		HostStat:   specHost.stat,
 	})
 	require.NoError(t, err)
 	// The runtime side logs through logrus' standard logger.

@@ -27,6 +27,8 @@ func main() {
 	fs.DurationVar(&o.podResourcesTimeout, "pod-resources-timeout", podresources.DefaultTimeout,
 		"deadline of one PodResources query; keep it well below the runtime's NRI request timeout (2s)")
 	fs.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "directory of the CDI specs the agent writes")
+	fs.DurationVar(&o.cdiReloadInterval, "cdi-reload-interval", nri.DefaultReloadInterval,
+		"period of the CDI spec reload that backs the directory watch")
 	fs.StringVar(&o.config, "config", "", "dri-cdi config file (YAML); empty: defaults")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9471", "address of /metrics, /healthz and /readyz; empty disables")
 	logFormat := fs.String("log-format", "text", "log format: text or json")

@@ -20,6 +20,9 @@ type options struct {
 	podResourcesSocket                 string
 	podResourcesTimeout                time.Duration
 	cdiDir, config, metricsAddr        string
+	cdiReloadInterval                  time.Duration
+	// hostStat replaces the plugin's stat of host nodes (tests).
+	hostStat nri.HostStat
 }
 
 // run wires the plugin together and serves until ctx ends.
@@ -42,12 +45,16 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 	defer func() { _ = client.Close() }()
 
 	metrics := nri.NewMetrics()
-	store := nri.NewSpecStore(o.cdiDir, conf.Kind(), cdi.LoadDevices, metrics, log)
+	if o.cdiReloadInterval < 0 {
+		return fmt.Errorf("invalid --cdi-reload-interval %v: must be positive", o.cdiReloadInterval)
+	}
+	store := nri.NewSpecStore(o.cdiDir, conf.Kind(), cdi.LoadDevices, metrics, log, nri.WithReloadInterval(o.cdiReloadInterval))
 	if err := store.Reload(); err != nil {
 		log.WithError(err).Warn("CDI specs not (fully) loaded at start")
 	}
 	plugin, err := nri.New(nri.Config{
 		Kind: conf.Kind(), Resources: conf, Authorizer: client, Devices: store, Metrics: metrics, Log: log,
+		HostStat: o.hostStat,
 	})
 	if err != nil {
 		return err

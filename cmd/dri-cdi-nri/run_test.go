@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
@@ -34,6 +35,12 @@ func TestRun(t *testing.T) {
 		RenderNode: &drm.DeviceNode{Path: "/dev/dri/renderD128", HostPath: "/dev/dri/renderD128", Major: 226, Minor: 128},
 	}})
 	require.NoError(t, err)
+
+	// The host as the spec describes it; no real device nodes needed.
+	hostNodes := map[string]nri.HostDevice{
+		"/dev/dri/card1":      {Char: true, Major: 226, Minor: 1},
+		"/dev/dri/renderD128": {Char: true, Major: 226, Minor: 128},
+	}
 
 	kubelet, err := podresourcestest.Start(filepath.Join(dir, "kubelet.sock"))
 	require.NoError(t, err)
@@ -59,6 +66,7 @@ func TestRun(t *testing.T) {
 			nriSocket: filepath.Join(dir, "nri.sock"), pluginName: "dri-cdi", pluginIndex: "10",
 			podResourcesSocket: kubelet.Socket(), podResourcesTimeout: time.Second,
 			cdiDir: filepath.Join(dir, "cdi"), metricsAddr: "127.0.0.1:0",
+			hostStat: func(p string) (nri.HostDevice, error) { return hostNodes[p], nil },
 		}, logrus.NewEntry(log))
 	}()
 

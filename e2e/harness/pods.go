@@ -36,6 +36,8 @@ type PodSpec struct {
 	HostPathDRI bool
 	// Annotations of the pod.
 	Annotations map[string]string
+	// RestartPolicy of the pod; "" is Never.
+	RestartPolicy string
 }
 
 // FullName is the name the kubelet gives the static pod.
@@ -63,9 +65,13 @@ func (n *Node) manifest(p PodSpec) ([]byte, error) {
 		}
 		ctr["resources"] = map[string]any{"limits": limits}
 	}
+	restart := p.RestartPolicy
+	if restart == "" {
+		restart = "Never"
+	}
 	spec := map[string]any{
 		"hostNetwork":                   true,
-		"restartPolicy":                 "Never",
+		"restartPolicy":                 restart,
 		"terminationGracePeriodSeconds": 2,
 		"containers":                    []any{ctr},
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
@@ -52,9 +53,11 @@ type known struct {
 //
 // A card that discovery no longer reports but whose sysfs device still
 // exists (its driver unbound, or its nodes are gone) stays listed as
-// Unhealthy with its spec, so CDI names the kubelet checkpointed keep
-// resolving; it turns Healthy when discovery reports it again. A card
-// whose sysfs device is gone is removed.
+// Unhealthy with a spec that holds no device node (cdi.Unavailable), so
+// CDI names the kubelet checkpointed keep resolving but never to numbers
+// another card may own now; it turns Healthy, with its spec rewritten
+// from its current nodes, when discovery reports it again. A card whose
+// sysfs device is gone is removed.
 //
 // Reconciler is not safe for concurrent use; the agent calls it from one
 // goroutine.
@@ -70,7 +73,10 @@ type Reconciler struct {
 
 	known      map[string]known
 	advertised map[string]bool
-	skipped    string
+	// pinned maps cards seeded from the kubelet's checkpoint to the
+	// resource they were allocated from (see SeedUnbound).
+	pinned  map[string]string
+	skipped string
 }
 
 // NewReconciler builds a Reconciler; met may be nil.
@@ -83,6 +89,7 @@ func NewReconciler(cfg *config.Config, disc Discoverer, specs SpecStore, pub Pub
 		},
 		known:      map[string]known{},
 		advertised: map[string]bool{},
+		pinned:     map[string]string{},
 	}
 }
 
@@ -134,20 +141,22 @@ func (r *Reconciler) Reconcile(trigger string) error {
 		}
 	}
 	slices.SortFunc(cards, func(a, b drm.Card) int { return strings.Compare(a.ID, b.ID) })
-	pools := r.cfg.Assign(cards)
+	pools := r.addPinned(r.cfg.Assign(cards), next)
 	nextAdv := advertisedIn(pools)
 
 	// 1. Specs for the union: new cards appear, nothing goes yet.
+	// An Unhealthy card's spec holds no device node: its old numbers may
+	// already be another card's (DRM minors are handed out lowest-free).
 	union := make([]drm.Card, 0, len(cards))
 	for _, c := range cards {
 		if nextAdv[c.ID] {
-			union = append(union, c)
+			union = append(union, specCard(c, !unhealthy[c.ID]))
 		}
 	}
 	for id := range r.advertised {
 		if !nextAdv[id] {
 			if k, ok := r.known[id]; ok {
-				union = append(union, k.card)
+				union = append(union, specCard(k.card, k.healthy))
 			}
 		}
 	}
@@ -205,6 +214,15 @@ func (r *Reconciler) Unhealthy() []string {
 // Advertised returns the IDs of the cards in the device lists, sorted.
 func (r *Reconciler) Advertised() []string {
 	return slices.Sorted(maps.Keys(r.advertised))
+}
+
+// specCard is the form of a card its spec is generated from: the card
+// itself while it is healthy, else the card without nodes.
+func specCard(c drm.Card, healthy bool) drm.Card {
+	if healthy {
+		return c
+	}
+	return cdi.Unavailable(c)
 }
 
 func advertisedIn(pools []config.Pool) map[string]bool {

@@ -11,6 +11,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
@@ -25,7 +26,11 @@ type recorder struct {
 func (r *recorder) Sync(cards []drm.Card) (bool, error) {
 	ids := make([]string, 0, len(cards))
 	for _, c := range cards {
-		ids = append(ids, c.ID)
+		id := c.ID
+		if cdi.IsUnavailable(&c) {
+			id += "(no nodes)"
+		}
+		ids = append(ids, id)
 	}
 	r.calls = append(r.calls, "specs "+strings.Join(ids, ","))
 	return true, r.specErr
@@ -124,12 +129,12 @@ func TestReconcileLifecycle(t *testing.T) {
 			"specs 0000:01:00.0,0000:02:00.0,0000:03:00.0",
 			"pools " + i915 + "=0000:01:00.0,0000:02:00.0 " + xe + "=0000:03:00.0",
 		}},
-		{"unbind: listed unhealthy, spec kept", func() { host.unbind(b.ID) }, []string{
-			"specs 0000:01:00.0,0000:02:00.0,0000:03:00.0",
+		{"unbind: listed unhealthy, spec kept without nodes", func() { host.unbind(b.ID) }, []string{
+			"specs 0000:01:00.0,0000:02:00.0(no nodes),0000:03:00.0",
 			"pools " + i915 + "=0000:01:00.0,0000:02:00.0(unhealthy) " + xe + "=0000:03:00.0",
 		}},
 		{"still unbound on the next pass", func() {}, []string{
-			"specs 0000:01:00.0,0000:02:00.0,0000:03:00.0",
+			"specs 0000:01:00.0,0000:02:00.0(no nodes),0000:03:00.0",
 			"pools " + i915 + "=0000:01:00.0,0000:02:00.0(unhealthy) " + xe + "=0000:03:00.0",
 		}},
 		{"rebind: healthy again", func() { host.plug(b) }, []string{
@@ -137,11 +142,11 @@ func TestReconcileLifecycle(t *testing.T) {
 			"pools " + i915 + "=0000:01:00.0,0000:02:00.0 " + xe + "=0000:03:00.0",
 		}},
 		{"unbind then unplug: list first, then spec", func() { host.unbind(c.ID) }, []string{
-			"specs 0000:01:00.0,0000:02:00.0,0000:03:00.0",
+			"specs 0000:01:00.0,0000:02:00.0,0000:03:00.0(no nodes)",
 			"pools " + i915 + "=0000:01:00.0,0000:02:00.0 " + xe + "=0000:03:00.0(unhealthy)",
 		}},
 		{"unplugged", func() { host.unplug(c) }, []string{
-			"specs 0000:01:00.0,0000:02:00.0,0000:03:00.0",
+			"specs 0000:01:00.0,0000:02:00.0,0000:03:00.0(no nodes)",
 			"pools " + i915 + "=0000:01:00.0,0000:02:00.0",
 			"specs 0000:01:00.0,0000:02:00.0",
 		}},
@@ -180,7 +185,7 @@ func TestReconcileSpecFailure(t *testing.T) {
 	host.unbind(a.ID)
 	require.Error(t, r.Reconcile("inotify"))
 	require.Equal(t, []string{
-		"specs 0000:01:00.0,0000:02:00.0",
+		"specs 0000:01:00.0(no nodes),0000:02:00.0",
 		"pools dri-cdi.dev/i915=0000:01:00.0(unhealthy)",
 	}, rec.take())
 

@@ -139,7 +139,7 @@ func (m *Manager) SocketPath(resource string) string {
 		sum := sha256.Sum256([]byte(resource))
 		name = name[:31] + "-" + hex.EncodeToString(sum[:4])
 	}
-	return filepath.Join(m.opts.KubeletDir, "dri-cdi-"+name+"-"+m.opts.Instance+".sock")
+	return filepath.Join(m.opts.KubeletDir, SocketPrefix+name+"-"+m.opts.Instance+".sock")
 }
 
 func (m *Manager) kubeletSocket() string { return filepath.Join(m.opts.KubeletDir, KubeletSocketName) }

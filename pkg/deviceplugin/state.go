@@ -135,31 +135,45 @@ func compareDeviceIDs(a, b string) int {
 	return ra - rb
 }
 
-// deviceSpecs lists every node of the card for the kubelet. A by-path
-// link is handed over with the host path of the node it points to, so
-// that runtimes that do not follow links still find a device.
+// deviceSpecs lists every node of the card for the kubelet. Each node is
+// handed over by the host path that names the card for good: its
+// /dev/dri/by-path link (udev names it after the PCI or platform
+// device), not /dev/dri/cardN. The kubelet checkpoints these specs and
+// reuses them when a container restarts, without calling Allocate;
+// containerd resolves the link at each container creation
+// (internal/cri/opts/spec_linux_opts.go, WithDevices:
+// osi.ResolveSymbolicLink(device.HostPath), then oci.WithDevices stats
+// the target), so a restarted container gets the card's current node,
+// and fails to be created while the card is unbound and its link gone,
+// instead of getting whatever card now holds the old cardN. A node
+// without a by-path link keeps its own path.
 func deviceSpecs(c *drm.Card) []*pluginapi.DeviceSpec {
-	target := map[[2]uint32]string{{c.CardNode.Major, c.CardNode.Minor}: c.CardNode.HostPath}
-	if c.RenderNode != nil {
-		target[[2]uint32{c.RenderNode.Major, c.RenderNode.Minor}] = c.RenderNode.HostPath
+	link := map[[2]uint32]string{}
+	for _, n := range c.ByPath {
+		k := [2]uint32{n.Major, n.Minor}
+		if _, ok := link[k]; !ok {
+			link[k] = n.HostPath
+		}
+	}
+	stable := func(n drm.DeviceNode) string {
+		if l, ok := link[[2]uint32{n.Major, n.Minor}]; ok {
+			return l
+		}
+		return n.HostPath
 	}
 	var specs []*pluginapi.DeviceSpec
 	add := func(n drm.DeviceNode, host string) {
 		specs = append(specs, &pluginapi.DeviceSpec{ContainerPath: n.Path, HostPath: host, Permissions: "rw"})
 	}
-	add(c.CardNode, c.CardNode.HostPath)
+	add(c.CardNode, stable(c.CardNode))
 	if c.RenderNode != nil {
-		add(*c.RenderNode, c.RenderNode.HostPath)
+		add(*c.RenderNode, stable(*c.RenderNode))
 	}
 	for _, n := range c.Extra {
 		add(n, n.HostPath)
 	}
 	for _, n := range c.ByPath {
-		host, ok := target[[2]uint32{n.Major, n.Minor}]
-		if !ok {
-			host = n.HostPath
-		}
-		add(n, host)
+		add(n, n.HostPath)
 	}
 	return specs
 }

@@ -135,15 +135,15 @@ func TestAllocate(t *testing.T) {
 			pool: one, delivery: DeliveryNRI, ids: []string{b.ID},
 			want: &pluginapi.ContainerAllocateResponse{Annotations: annot(b.ID)},
 		},
-		"device-specs: every node rw, by-path to its target, shared node once": {
+		"device-specs: every node rw, by its by-path link where it has one, shared node once": {
 			pool: one, delivery: DeliveryDeviceSpecs, ids: []string{a.ID, b.ID},
 			want: &pluginapi.ContainerAllocateResponse{
 				Annotations: annot(a.ID, b.ID),
 				Devices: []*pluginapi.DeviceSpec{
 					rw("/dev/dri/card1", "/host/dev/dri/card1"),
-					rw("/dev/dri/renderD129", "/host/dev/dri/renderD129"),
+					rw("/dev/dri/renderD129", "/host/dev/dri/by-path/pci-0000:00:02.0-render"),
 					rw("/dev/kfd", "/host/dev/kfd"),
-					rw("/dev/dri/by-path/pci-0000:00:02.0-render", "/host/dev/dri/renderD129"),
+					rw("/dev/dri/by-path/pci-0000:00:02.0-render", "/host/dev/dri/by-path/pci-0000:00:02.0-render"),
 					rw("/dev/dri/card0", "/host/dev/dri/card0"),
 					rw("/dev/dri/renderD128", "/host/dev/dri/renderD128"),
 				},

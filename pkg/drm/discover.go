@@ -128,6 +128,7 @@ func (d *discovery) run(classDir string, dirents []fs.DirEntry) *Inventory {
 		}
 	}
 	cards = d.dropDuplicates(cards)
+	cards = d.dropConflicts(cards)
 	sort.Slice(cards, func(i, j int) bool { return cards[i].card.ID < cards[j].card.ID })
 	d.attachByPath(cards)
 

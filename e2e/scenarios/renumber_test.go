@@ -1,0 +1,278 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/dri-cdi/dri-cdi/e2e/harness"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+)
+
+// unavailableMsg is part of dri-cdi-nri's error for a card that is gone.
+const unavailableMsg = "is not bound to a driver or its device nodes are gone"
+
+// TestRenumberAfterUnbind is the sequence of a driver unbind followed by
+// another card taking the freed minors, on a real kubelet, containerd and
+// runc:
+//
+//  1. a restartPolicy Always pod holds card X;
+//  2. X's driver unbinds (its PCI device stays, its DRM minors go): X
+//     turns Unhealthy;
+//  3. card Y re-probes and takes the lowest free minors, X's old card
+//     and render node numbers;
+//  4. the pod's container is stopped; the kubelet restarts it with its
+//     cached Allocate response (no Allocate call), so X's CDI name is
+//     resolved again.
+//
+// The restarted container must never hold Y's numbers: it fails with
+// dri-cdi-nri's error naming X. Y stays allocatable, and a second pod
+// gets Y at its new numbers. When X comes back with its own (new)
+// numbers it turns Healthy, and the held pod's container starts with X's
+// nodes.
+func TestRenumberAfterUnbind(t *testing.T) {
+	ctx := context.Background()
+	cards := []drmtest.GPU{harness.IntelGPU(0), harness.IntelGPU(1)}
+	n := startNode(t, harness.NodeOptions{Name: "renumber", GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true})
+	_, err := n.WaitAllocatable(ctx, resource, 2, 90*time.Second)
+	require.NoError(t, err)
+
+	// Probe every render path the cards can have in this sequence.
+	paths := []string{"/dev/dri/renderD128", "/dev/dri/renderD129"}
+	holder := harness.PodSpec{Name: "holder", RestartPolicy: "Always", Resources: map[string]int64{resource: 1},
+		Script: harness.ProbeAndWait(paths...)}
+	require.NoError(t, n.CreatePod(ctx, holder))
+	out, err := n.WaitOutput(ctx, holder.Name, harness.ProbeDone, 120*time.Second)
+	require.NoError(t, err)
+	x := allocatedCard(t, n, holder.Name, cards)
+	y := cards[0]
+	if y.ID() == x.ID() {
+		y = cards[1]
+	}
+	res := parseProbes(t, out, paths...)
+	require.Equal(t, harness.ENXIO, res[harness.RenderPath(x)].Errno, "holder must reach X %s first", x.ID())
+	first, err := n.PodContainer(ctx, holder.Name)
+	require.NoError(t, err)
+	t.Logf("holder holds X=%s (card%d, renderD%d); Y=%s (card%d, renderD%d)", x.ID(), x.Card, x.Render, y.ID(), y.Card, y.Render)
+
+	// 2. X unbinds: Unhealthy, and its spec holds no device node.
+	require.NoError(t, n.Tree.Unbind(x.ID()))
+	require.NoError(t, n.WaitDeviceHealth(ctx, resource, x.ID(), pluginapi.Unhealthy, 60*time.Second))
+	require.Eventually(t, func() bool { return specDefines(t, n, x.ID()) && len(specNodes(t, n, x.ID())) == 0 },
+		30*time.Second, 250*time.Millisecond, "X's spec must keep its name and hold no device node")
+
+	// 3. Y takes X's old numbers.
+	require.NoError(t, n.Tree.Renumber(y.ID(), x.Card, x.Render))
+	yNow := y.WithNodes(x.Card, x.Render)
+	require.Eventually(t, func() bool {
+		return specNodes(t, n, y.ID())[harness.RenderPath(yNow)] == fmt.Sprintf("%d:%d", drmMajor, x.Render)
+	}, 30*time.Second, 250*time.Millisecond, "Y's spec must follow its new numbers")
+	require.NoError(t, n.WaitDeviceHealth(ctx, resource, y.ID(), pluginapi.Healthy, 60*time.Second))
+	require.NoError(t, n.WaitDeviceHealth(ctx, resource, x.ID(), pluginapi.Unhealthy, 10*time.Second))
+	t.Logf("CDI specs now: X %v, Y %v", specNodes(t, n, x.ID()), specNodes(t, n, y.ID()))
+
+	// 4. The holder's container dies; the kubelet restarts it from its
+	// cached allocation of X.
+	require.NoError(t, n.StopContainer(ctx, first.ID))
+	st, err := n.WaitPod(ctx, holder.Name, 90*time.Second, func(s harness.PodStatus) bool {
+		for _, c := range s.Containers {
+			if c.State.Waiting != nil && strings.Contains(c.State.Waiting.Message, unavailableMsg) {
+				return true
+			}
+		}
+		return false
+	})
+	require.NoError(t, err, "the restarted container must fail with dri-cdi's error for X")
+	t.Logf("holder after the restart: %s", st.Describe())
+	require.Contains(t, st.Describe(), x.ID(), "the error must name X")
+	require.GreaterOrEqual(t, n.CountLog("nri", unavailableMsg, x.ID()), 1, "dri-cdi-nri must log why")
+	requireNoContainerHolds(t, n, holder.Name, first.ID, x.Render)
+
+	// Y is unaffected: a second pod gets Y, at its new numbers.
+	second := harness.PodSpec{Name: "second", Resources: map[string]int64{resource: 1}}
+	got, res2 := gpuPodPaths(t, n, second, []drmtest.GPU{x, yNow}, paths)
+	require.Equal(t, y.ID(), got.ID(), "only Y is healthy")
+	require.Equal(t, harness.ENXIO, res2[harness.RenderPath(yNow)].Errno, "second pod must reach Y at %s", harness.RenderPath(yNow))
+	requireSpecHasCard(t, n, second.Name, yNow)
+	// The holder still did not get Y's node in the meantime.
+	requireNoContainerHolds(t, n, holder.Name, first.ID, x.Render)
+
+	// X comes back with its own numbers (the ones Y left): Healthy again,
+	// and the holder's container starts with X's nodes.
+	xNow := x.WithNodes(y.Card, y.Render)
+	require.NoError(t, n.Tree.RebindAs(x.ID(), xNow.Card, xNow.Render))
+	require.NoError(t, n.WaitDeviceHealth(ctx, resource, x.ID(), pluginapi.Healthy, 60*time.Second))
+	var outAgain string
+	err = waitFor(ctx, 180*time.Second, func() bool {
+		c, err := n.PodContainer(ctx, holder.Name)
+		if err != nil || c.ID == first.ID {
+			return false
+		}
+		o, err := n.Logs(ctx, c.ID)
+		outAgain = o
+		return err == nil && strings.Contains(o, harness.ProbeDone)
+	})
+	require.NoError(t, err, "the holder's container must start once X is back")
+	t.Logf("holder once X is back at card%d/renderD%d:\n%s", xNow.Card, xNow.Render, outAgain)
+	again := parseProbes(t, outAgain, paths...)
+	require.Equal(t, harness.ENXIO, again[harness.RenderPath(xNow)].Errno, "holder must reach X at %s", harness.RenderPath(xNow))
+	o := again[harness.RenderPath(yNow)]
+	require.NotContains(t, []string{harness.ENXIO, harness.Opened}, o.Errno, "holder must not reach Y's %s: %s", o.Path, o.Message)
+	requireSpecHasCard(t, n, holder.Name, xNow)
+}
+
+// gpuPodPaths runs a pod that requests one GPU and probes paths.
+func gpuPodPaths(t *testing.T, n *harness.Node, spec harness.PodSpec, cards []drmtest.GPU, paths []string) (drmtest.GPU, map[string]harness.ProbeResult) {
+	t.Helper()
+	res := probePod(t, n, spec, paths...)
+	return allocatedCard(t, n, spec.Name, cards), res
+}
+
+// requireNoContainerHolds checks that no container of the pod but the
+// first one was given DRM minor minor (Y's numbers now).
+func requireNoContainerHolds(t *testing.T, n *harness.Node, pod, firstID string, minor int) {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := n.Containers(ctx, pod)
+	require.NoError(t, err)
+	for _, c := range cs {
+		if c.ID == firstID {
+			continue
+		}
+		spec, err := n.Inspect(ctx, c.ID)
+		require.NoError(t, err)
+		for _, d := range spec.Devices {
+			require.False(t, d.Major == drmMajor && d.Minor == int64(minor), "container %s of pod %s holds %s %d:%d, another card's node", c.ID, pod, d.Path, d.Major, d.Minor)
+		}
+		require.Empty(t, spec.AllowRules(drmMajor, int64(minor)), "container %s of pod %s may use c %d:%d", c.ID, pod, drmMajor, minor)
+	}
+}
+
+// specDefines reports whether our CDI specs define device id.
+func specDefines(t *testing.T, n *harness.Node, id string) bool {
+	t.Helper()
+	return contains(cdiNames(t, n), cdiKind+"="+id)
+}
+
+// specNodes returns the device nodes our CDI spec gives device id, path
+// -> "major:minor".
+func specNodes(t *testing.T, n *harness.Node, id string) map[string]string {
+	t.Helper()
+	specs, err := harness.ReadCDISpecs(n.CDIDir)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, f := range specs {
+		for _, d := range f.Devices {
+			if f.Kind != cdiKind || d.Name != id {
+				continue
+			}
+			for _, dn := range d.ContainerEdits.DeviceNodes {
+				out[dn.Path] = fmt.Sprintf("%d:%d", dn.Major, dn.Minor)
+			}
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("condition not met within %s", timeout)
+		case <-t.C:
+		}
+	}
+}
+
+// mismatchMsg is part of dri-cdi-nri's error for a node that is not, on
+// the host, the device the spec says.
+const mismatchMsg = "device node does not match the host"
+
+// TestRenumberWhileAgentDown is the same renumbering while the agent is
+// not running (crashed), so the CDI specs still hold X's old numbers,
+// which Y owns now:
+//
+//  1. a restartPolicy Always pod holds X; the agent is killed;
+//  2. X unbinds and Y takes X's old minors;
+//  3. the pod's container restarts: containerd resolves X's stale spec,
+//     and dri-cdi-nri's host check fails it (X's by-path link is gone);
+//  4. the agent starts again: it removes its dead socket, finds X
+//     allocated in the kubelet's checkpoint but unbound, lists it
+//     Unhealthy with a spec without nodes; the next retry fails with the
+//     card-unavailable error.
+func TestRenumberWhileAgentDown(t *testing.T) {
+	ctx := context.Background()
+	cards := []drmtest.GPU{harness.IntelGPU(0), harness.IntelGPU(1)}
+	n := startNode(t, harness.NodeOptions{Name: "renumber-agent-down", GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true})
+	_, err := n.WaitAllocatable(ctx, resource, 2, 90*time.Second)
+	require.NoError(t, err)
+
+	paths := []string{"/dev/dri/renderD128", "/dev/dri/renderD129"}
+	holder := harness.PodSpec{Name: "holder", RestartPolicy: "Always", Resources: map[string]int64{resource: 1},
+		Script: harness.ProbeAndWait(paths...)}
+	require.NoError(t, n.CreatePod(ctx, holder))
+	_, err = n.WaitOutput(ctx, holder.Name, harness.ProbeDone, 120*time.Second)
+	require.NoError(t, err)
+	x := allocatedCard(t, n, holder.Name, cards)
+	y := cards[0]
+	if y.ID() == x.ID() {
+		y = cards[1]
+	}
+	first, err := n.PodContainer(ctx, holder.Name)
+	require.NoError(t, err)
+	staleX := specNodes(t, n, x.ID())
+	require.NotEmpty(t, staleX)
+
+	// 1-2. The agent is gone while X unbinds and Y takes X's numbers.
+	n.KillAgent()
+	require.NoError(t, n.Tree.Unbind(x.ID()))
+	require.NoError(t, n.Tree.Renumber(y.ID(), x.Card, x.Render))
+	require.Equal(t, staleX, specNodes(t, n, x.ID()), "with the agent down, X's spec still holds X's old numbers")
+
+	// 3. The restart resolves the stale spec; the host check refuses it.
+	require.NoError(t, n.StopContainer(ctx, first.ID))
+	st, err := n.WaitPod(ctx, holder.Name, 90*time.Second, func(s harness.PodStatus) bool {
+		for _, c := range s.Containers {
+			if c.State.Waiting != nil && strings.Contains(c.State.Waiting.Message, mismatchMsg) {
+				return true
+			}
+		}
+		return false
+	})
+	require.NoError(t, err, "the restarted container must fail dri-cdi-nri's host check")
+	t.Logf("holder with the agent down: %s", st.Describe())
+	require.Contains(t, st.Describe(), x.ID())
+	requireNoContainerHolds(t, n, holder.Name, first.ID, x.Render)
+
+	// 4. The agent comes back: X Unhealthy from the kubelet's checkpoint,
+	// its spec without nodes; Y Healthy at its new numbers.
+	require.NoError(t, n.StartAgent(ctx, harness.DeliveryCDICRI))
+	require.NoError(t, n.WaitDeviceHealth(ctx, resource, x.ID(), pluginapi.Unhealthy, 60*time.Second))
+	require.NoError(t, n.WaitDeviceHealth(ctx, resource, y.ID(), pluginapi.Healthy, 60*time.Second))
+	require.Eventually(t, func() bool { return specDefines(t, n, x.ID()) && len(specNodes(t, n, x.ID())) == 0 },
+		30*time.Second, 250*time.Millisecond, "X's spec must keep its name and hold no device node")
+	require.GreaterOrEqual(t, n.CountLog("agent", "removed a socket a previous agent left behind"), 1, "the dead agent's socket must be removed")
+	_, err = n.WaitPod(ctx, holder.Name, 180*time.Second, func(s harness.PodStatus) bool {
+		for _, c := range s.Containers {
+			if c.State.Waiting != nil && strings.Contains(c.State.Waiting.Message, unavailableMsg) {
+				return true
+			}
+		}
+		return false
+	})
+	require.NoError(t, err, "the next retry must fail with the card-unavailable error")
+	requireNoContainerHolds(t, n, holder.Name, first.ID, x.Render)
+}

@@ -1,0 +1,181 @@
+package nri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"golang.org/x/sys/unix"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+)
+
+var (
+	// ErrCardUnavailable is wrapped when an allocated card has no device
+	// nodes now: its driver unbound or its nodes are gone, and the numbers
+	// it had may belong to another card.
+	ErrCardUnavailable = errors.New("card unavailable")
+	// ErrHostMismatch is wrapped when a node of an allocated card is not,
+	// on the host at this moment, the device our CDI spec says it is.
+	ErrHostMismatch = errors.New("device node does not match the host")
+)
+
+// refreshTimeout bounds the one reload of the spec store a missing card
+// causes; the runtime waits for the answer (2 s NRI request timeout).
+const refreshTimeout = 300 * time.Millisecond
+
+// HostDevice is what a host path holds at this moment.
+type HostDevice struct {
+	// Char is true for a character device.
+	Char bool
+	// Major and Minor are its numbers (zero unless Char).
+	Major, Minor uint32
+}
+
+// HostStat tells what device a host path holds now, following symlinks.
+// It is called on the request path: one stat, no other I/O.
+type HostStat func(path string) (HostDevice, error)
+
+// StatHost is the HostStat of the running host: stat(2).
+func StatHost(p string) (HostDevice, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return HostDevice{}, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return HostDevice{}, nil
+	}
+	rdev := uint64(st.Rdev) //nolint:unconvert // Rdev is narrower on some platforms
+	return HostDevice{Char: true, Major: unix.Major(rdev), Minor: unix.Minor(rdev)}, nil
+}
+
+// refresher is a DeviceSource that can be reloaded on demand
+// (*SpecStore).
+type refresher interface {
+	Refresh(ctx context.Context) error
+}
+
+// checkedNodes returns, for every card, its nodes as our specs hold them,
+// after checking each DRM node (container path under /dev/dri) against
+// the host: the node's host path and, for
+// a /dev/dri/by-path link, the host's link of that name must be a char
+// device with the spec's numbers now. The link names the card's PCI or
+// platform device, so it catches the case where the card node path and
+// numbers are unchanged but belong to another card that took them.
+//
+// A card the source does not know is reloaded once (singleflight, so a
+// burst of containers does one reload), then failed with ErrUnknownCard;
+// a card without nodes, or named by an UnavailableEnv marker the
+// runtime's CDI injection put into env, fails with ErrCardUnavailable; a
+// node that does not match fails with ErrHostMismatch. What is returned
+// is exactly what was checked, so nothing else can be injected.
+func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceSource, stat HostStat) (fixedSource, error) {
+	for _, e := range env {
+		if id, ok := cdi.UnavailableCard([]string{e}); ok {
+			return nil, unavailable(id)
+		}
+	}
+	out := make(fixedSource, len(cards))
+	for _, card := range cards {
+		nodes, ok := src.Nodes(card)
+		if !ok {
+			if r, can := src.(refresher); can {
+				rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+				_ = r.Refresh(rctx) // a failed reload leaves the card unknown
+				cancel()
+				nodes, ok = src.Nodes(card)
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: card %s", ErrUnknownCard, card)
+		}
+		if len(nodes) == 0 {
+			return nil, unavailable(card)
+		}
+		for _, n := range nodes {
+			if !underDRI(n.Path) {
+				// A per-driver node shared by every card of the driver
+				// (/dev/kfd): no card's identity; the DaemonSet mounts
+				// only the host's /dev/dri.
+				continue
+			}
+			if err := checkHost(card, n, stat); err != nil {
+				return nil, err
+			}
+		}
+		out[card] = nodes
+	}
+	return out, nil
+}
+
+func unavailable(card string) error {
+	return fmt.Errorf("%w: card %s is not bound to a driver or its device nodes are gone; "+
+		"its device numbers may belong to another card now, so none is handed over (the container is retried and "+
+		"gets the card once it is back)", ErrCardUnavailable, card)
+}
+
+// checkHost compares one node of card with the host.
+func checkHost(card string, n drm.DeviceNode, stat HostStat) error {
+	host := hostPathOf(n)
+	d, err := stat(host)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: card %s: node %s: host %s: %w", ErrHostMismatch, card, n.Path, host, err)
+	case !d.Char:
+		return fmt.Errorf("%w: card %s: node %s: host %s is not a char device", ErrHostMismatch, card, n.Path, host)
+	case d.Major != n.Major || d.Minor != n.Minor:
+		return fmt.Errorf("%w: card %s: node %s should be %d:%d, but host %s is %d:%d now (the card's numbers were "+
+			"taken by another device; the CDI spec is stale)", ErrHostMismatch, card, n.Path, n.Major, n.Minor, host, d.Major, d.Minor)
+	}
+	return nil
+}
+
+// byPathDir is where udev's by-path links are, in containers and on the
+// host.
+const byPathDir = driDir + "/by-path/"
+
+// hostPathOf is the host path a node is checked at. For a by-path link
+// the spec's hostPath is the card node it pointed to when the spec was
+// written (see cdi.deviceNodes); the check follows the host's link of
+// the same name instead, next to that node.
+func hostPathOf(n drm.DeviceNode) string {
+	host := n.HostPath
+	if host == "" {
+		host = n.Path
+	}
+	if name, ok := strings.CutPrefix(path.Clean(n.Path), byPathDir); ok && !strings.Contains(name, "/") {
+		return filepath.Join(filepath.Dir(host), "by-path", name)
+	}
+	return host
+}
+
+// fixedSource is a DeviceSource over nodes already checked.
+type fixedSource map[string][]drm.DeviceNode
+
+// Nodes returns the checked nodes of a card.
+func (f fixedSource) Nodes(card string) ([]drm.DeviceNode, bool) {
+	n, ok := f[card]
+	return n, ok
+}
+
+// identityReason is the dri_cdi_nri_errors_total reason of a
+// checkedNodes error.
+func identityReason(err error) string {
+	switch {
+	case errors.Is(err, ErrCardUnavailable):
+		return reasonCardUnavailable
+	case errors.Is(err, ErrHostMismatch):
+		return reasonHostMismatch
+	}
+	return reasonUnknownCard
+}
+
+// processEnv is the container's environment as the runtime built it
+// (with the env of any CDI device it injected).
+func processEnv(c *api.Container) []string { return c.GetEnv() }

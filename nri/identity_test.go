@@ -1,0 +1,290 @@
+package nri_test
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/nri"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
+)
+
+// fakeHost is the host's device nodes by path, for HostStat; a path it
+// does not hold does not exist.
+type fakeHost struct {
+	mu    sync.Mutex
+	nodes map[string]nri.HostDevice
+}
+
+func (h *fakeHost) stat(p string) (nri.HostDevice, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, ok := h.nodes[p]
+	if !ok {
+		return nri.HostDevice{}, fs.ErrNotExist
+	}
+	return d, nil
+}
+
+func (h *fakeHost) set(p string, d *nri.HostDevice) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if d == nil {
+		delete(h.nodes, p)
+		return
+	}
+	h.nodes[p] = *d
+}
+
+// hostOf is a host that matches the nodes exactly.
+func hostOf(cards map[string][]drm.DeviceNode) *fakeHost {
+	h := &fakeHost{nodes: map[string]nri.HostDevice{}}
+	for _, nodes := range cards {
+		for _, n := range nodes {
+			h.nodes[n.HostPath] = nri.HostDevice{Char: true, Major: n.Major, Minor: n.Minor}
+		}
+	}
+	return h
+}
+
+// specHost is the host of the shared rig: exactly what specs describe.
+var specHost = hostOf(specs)
+
+// identityRig is a plugin over a store and host of its own, called in
+// process; cards map to their nodes as the agent's specs give them.
+type identityRig struct {
+	plugin  *nri.Plugin
+	store   *nri.SpecStore
+	host    *fakeHost
+	kubelet *podresourcestest.Server
+	mu      sync.Mutex
+	cards   map[string][]drm.DeviceNode
+	loads   int
+}
+
+func newIdentityRig(t *testing.T, cards map[string][]drm.DeviceNode, host *fakeHost) *identityRig {
+	t.Helper()
+	r := &identityRig{host: host, cards: cards}
+	var err error
+	r.kubelet, err = podresourcestest.Start(filepath.Join(shortTempDir(t), "k.sock"))
+	require.NoError(t, err)
+	t.Cleanup(r.kubelet.Stop)
+	client := newClient(t, r.kubelet.Socket())
+	log := discard()
+	r.store = nri.NewSpecStore(t.TempDir(), kind, func(string, string) (map[string][]drm.DeviceNode, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.loads++
+		out := make(map[string][]drm.DeviceNode, len(r.cards))
+		for k, v := range r.cards {
+			out[k] = v
+		}
+		return out, nil
+	}, nil, log)
+	require.NoError(t, r.store.Reload())
+	r.plugin, err = nri.New(nri.Config{
+		Kind: kind, Resources: served{resI915: true}, Authorizer: client, Devices: r.store, Log: log,
+		HostStat: host.stat,
+	})
+	require.NoError(t, err)
+	return r
+}
+
+func (r *identityRig) setCards(cards map[string][]drm.DeviceNode) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cards = cards
+}
+
+func (r *identityRig) loadCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.loads
+}
+
+func (r *identityRig) create(ctr *api.Container) (*api.ContainerAdjustment, error) {
+	adj, _, err := r.plugin.CreateContainer(context.Background(), pod("gpu"), ctr)
+	return adj, err
+}
+
+// cardNodes is a card's nodes as the agent writes them: card, render
+// and the two by-path links (host path: the node they point to).
+func cardNodes(id string, card, render uint32) []drm.DeviceNode {
+	c := "/dev/dri/card" + itoa(card)
+	rn := "/dev/dri/renderD" + itoa(render)
+	return []drm.DeviceNode{
+		{Path: c, HostPath: c, Major: 226, Minor: card},
+		{Path: rn, HostPath: rn, Major: 226, Minor: render},
+		{Path: "/dev/dri/by-path/pci-" + id + "-card", HostPath: c, Major: 226, Minor: card},
+		{Path: "/dev/dri/by-path/pci-" + id + "-render", HostPath: rn, Major: 226, Minor: render},
+	}
+}
+
+// hostWith is the host udev makes for bound cards: nodes and by-path
+// links (stat follows the links).
+func hostWith(cards map[string][2]uint32) *fakeHost {
+	h := &fakeHost{nodes: map[string]nri.HostDevice{}}
+	for id, mm := range cards {
+		for _, n := range cardNodes(id, mm[0], mm[1]) {
+			h.nodes[n.Path] = nri.HostDevice{Char: true, Major: 226, Minor: n.Minor}
+		}
+	}
+	return h
+}
+
+const (
+	cardX = "0000:01:00.0"
+	cardY = "0000:02:00.0"
+)
+
+// TestRenumberedCardIsNeverHandedOver is the sequence of an unbind and a
+// re-probe: X held card0/renderD128, X unbinds, Y takes card0/renderD128.
+// Whatever the store still says about X, X's container never gets Y's
+// numbers, and fails with an error naming X and the reason.
+func TestRenumberedCardIsNeverHandedOver(t *testing.T) {
+	before := map[string][]drm.DeviceNode{cardX: cardNodes(cardX, 0, 128), cardY: cardNodes(cardY, 1, 129)}
+	// After the unbind and Y's re-probe the host has Y at X's old numbers.
+	afterHost := map[string][2]uint32{cardY: {0, 128}}
+
+	tests := map[string]struct {
+		store  map[string][]drm.DeviceNode // the store when the container restarts
+		env    []string                    // what the runtime's CDI injection set
+		reason []string                    // error substrings
+	}{
+		"stale store: the by-path link of X is gone": {
+			store:  before,
+			reason: []string{"device node does not match the host", cardX, "by-path/pci-" + cardX + "-card"},
+		},
+		"agent wrote X's spec without nodes": {
+			store:  map[string][]drm.DeviceNode{cardX: {}, cardY: cardNodes(cardY, 0, 128)},
+			reason: []string{"card unavailable", cardX, "is not bound to a driver", "may belong to another card"},
+		},
+		"runtime resolved X's unavailable spec, store still stale": {
+			store:  before,
+			env:    []string{"PATH=/bin", cdi.UnavailableEnv + "=" + cardX},
+			reason: []string{"card unavailable", cardX},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newIdentityRig(t, tc.store, hostWith(afterHost))
+			r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
+			ctr := container("app", claims(resI915, cardX), cdiNames(cardX))
+			ctr.Env = tc.env
+			adj, err := r.create(ctr)
+			require.Nil(t, adj, "nothing may be injected")
+			require.Error(t, err)
+			for _, s := range tc.reason {
+				require.ErrorContains(t, err, s)
+			}
+		})
+	}
+}
+
+// Without by-path links (no udev rule for them), a renumbering that
+// changes the numbers at a path is caught by the node itself.
+func TestHostNumbersMismatch(t *testing.T) {
+	store := map[string][]drm.DeviceNode{cardX: cardNodes(cardX, 0, 128)[:2]}
+	host := hostOf(store)
+	r := newIdentityRig(t, store, host)
+	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
+
+	adj, err := r.create(container("app", claims(resI915, cardX)))
+	require.NoError(t, err)
+	require.Len(t, adj.GetLinux().GetDevices(), 2)
+
+	host.set("/dev/dri/renderD128", &nri.HostDevice{Char: true, Major: 226, Minor: 129})
+	_, err = r.create(container("app", claims(resI915, cardX)))
+	require.ErrorContains(t, err, "renderD128 should be 226:128, but host /dev/dri/renderD128 is 226:129")
+
+	host.set("/dev/dri/renderD128", &nri.HostDevice{})
+	_, err = r.create(container("app", claims(resI915, cardX)))
+	require.ErrorContains(t, err, "is not a char device")
+
+	host.set("/dev/dri/renderD128", nil)
+	_, err = r.create(container("app", claims(resI915, cardX)))
+	require.ErrorContains(t, err, "host /dev/dri/renderD128: file does not exist")
+}
+
+// /dev/kfd is shared by every amdgpu card and not under the host's
+// /dev/dri the plugin sees: it is not checked, the DRM nodes are.
+func TestSharedExtraNodeIsNotChecked(t *testing.T) {
+	nodes := append(cardNodes(cardX, 0, 128), drm.DeviceNode{Path: "/dev/kfd", HostPath: "/dev/kfd", Major: 235, Minor: 0})
+	store := map[string][]drm.DeviceNode{cardX: nodes}
+	r := newIdentityRig(t, store, hostWith(map[string][2]uint32{cardX: {0, 128}}))
+	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
+	adj, err := r.create(container("app", claims(resI915, cardX)))
+	require.NoError(t, err)
+	require.Len(t, adj.GetLinux().GetDevices(), 5)
+}
+
+// A card missing from the store (a hotplug the watch has not delivered
+// yet) is reloaded once; a burst of containers shares that reload.
+func TestMissingCardIsReloadedOnce(t *testing.T) {
+	r := newIdentityRig(t, map[string][]drm.DeviceNode{}, hostWith(map[string][2]uint32{cardX: {0, 128}}))
+	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
+	loads := r.loadCount()
+
+	// Still missing after the reload: one reload, then the error.
+	_, err := r.create(container("app", claims(resI915, cardX)))
+	require.ErrorContains(t, err, "card not described by the CDI specs: card "+cardX)
+	require.Equal(t, loads+1, r.loadCount())
+
+	// The agent wrote the spec, the watch did not deliver it yet.
+	r.setCards(map[string][]drm.DeviceNode{cardX: cardNodes(cardX, 0, 128)})
+	adj, err := r.create(container("app", claims(resI915, cardX)))
+	require.NoError(t, err)
+	require.Len(t, adj.GetLinux().GetDevices(), 4)
+	require.Equal(t, loads+2, r.loadCount())
+
+	// Known now: no reload.
+	_, err = r.create(container("app", claims(resI915, cardX)))
+	require.NoError(t, err)
+	require.Equal(t, loads+2, r.loadCount())
+}
+
+// A refresh that outlives its caller's deadline reports it.
+func TestRefreshBoundedByTheCaller(t *testing.T) {
+	block := make(chan struct{})
+	slow := nri.NewSpecStore(t.TempDir(), kind, func(string, string) (map[string][]drm.DeviceNode, error) {
+		<-block
+		return nil, nil
+	}, nil, discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, slow.Refresh(ctx), context.DeadlineExceeded)
+	close(block)
+}
+
+func discard() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return logrus.NewEntry(l)
+}
+
+// shortTempDir is a temp dir short enough for unix socket paths.
+func shortTempDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "dc")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func newClient(t *testing.T, sock string) *podresources.Client {
+	c, err := podresources.New(sock, podresources.WithTimeout(5*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}

@@ -1,0 +1,46 @@
+package drmtest
+
+import "fmt"
+
+// RebindAs binds the driver of an unbound GPU again with other minors, as
+// a driver reload or a re-probe does: DRM hands out the lowest free
+// minors, so after an unbind a card can come back with the numbers
+// another card had. The minors must be free (no bound GPU holds them).
+func (t *Tree) RebindAs(id string, card, render int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g, ok := t.gpus[id]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownGPU, id)
+	}
+	if t.bound[id] {
+		return fmt.Errorf("fake GPU %s: still bound; unbind it first", id)
+	}
+	if (g.Render < 0) != (render < 0) {
+		return fmt.Errorf("fake GPU %s: a rebind cannot add or drop the render node", id)
+	}
+	g = g.WithNodes(card, render)
+	if err := validate(g); err != nil {
+		return err
+	}
+	for _, o := range t.gpus {
+		if o.ID() != id && t.bound[o.ID()] && (o.Card == card || (render >= 0 && o.Render == render)) {
+			return fmt.Errorf("fake GPU %s: minor numbers %d/%d taken by %s", id, card, render, o.ID())
+		}
+	}
+	t.gpus[id] = g
+	if err := t.bind(g); err != nil {
+		return fmt.Errorf("fake GPU %s: %w", id, err)
+	}
+	t.bound[id] = true
+	return nil
+}
+
+// Renumber unbinds the GPU with this ID and binds it again with other
+// minors (see RebindAs).
+func (t *Tree) Renumber(id string, card, render int) error {
+	if err := t.Unbind(id); err != nil {
+		return err
+	}
+	return t.RebindAs(id, card, render)
+}
