@@ -29,10 +29,10 @@
 // matching "c major:minor rw" allow rule for it. Nodes the runtime's own
 // CDI injection already added (same path, same numbers) are skipped, so
 // nothing is duplicated; the same path with other numbers is an error.
-// A non-root container user gets the node as its owner (what the CDI
-// library does for a CDI node that leaves ownership open); otherwise the
-// node keeps the host's owner, group and mode. Group 0 is never given to a
-// non-root user.
+// The node's owner is what the runtime's CDI injection gives for our spec
+// (docs/architecture.md, "Device ownership"): the process's uid, the host
+// node's gid (the process's own gid when the host's is 0), the host
+// node's mode. No group is added to the process, least of all gid 0.
 //
 // # hostPath misuse
 //

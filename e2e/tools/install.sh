@@ -7,6 +7,11 @@
 set -euo pipefail
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+# Older containerd releases that the workload scenarios also run on (k3s
+# 1.33-1.35 ship 2.2.x; many distributions still ship 1.7.x). Each has its
+# own cache entry, containerd-<version>/, and no link in bin/: the harness
+# picks them per node.
+CONTAINERD_EXTRA_VERSIONS=${CONTAINERD_EXTRA_VERSIONS:-v2.2.9 v1.7.35}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.3}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
 KUBELET_VERSION=${KUBELET_VERSION:-v1.37.2}
@@ -63,11 +68,15 @@ build() {
 	log "$name $version: built in $((SECONDS - start))s"
 }
 
+# build_containerd [VERSION] builds containerd, its runc shim and ctr;
+# 1.x releases live in the module without the /v2 suffix.
 build_containerd() {
+	local v=${1:-$CONTAINERD_VERSION} mod=github.com/containerd/containerd/v2
+	case $v in v1.*) mod=github.com/containerd/containerd ;; esac
 	go install \
-		"github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
-		"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
-		"github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION"
+		"$mod/cmd/containerd@$v" \
+		"$mod/cmd/containerd-shim-runc-v2@$v" \
+		"$mod/cmd/ctr@$v"
 }
 
 build_runc() {
@@ -129,6 +138,11 @@ main() {
 	esac
 	case $which in
 	all | containerd) build containerd "$CONTAINERD_VERSION" build_containerd ;;
+	esac
+	case $which in
+	all | containerd | containerd-extra)
+		for v in $CONTAINERD_EXTRA_VERSIONS; do build containerd "$v" build_containerd "$v"; done
+		;;
 	esac
 	case $which in
 	all | runc) build runc "$RUNC_VERSION" build_runc ;;
