@@ -314,7 +314,7 @@ func (n *Node) crictl(ctx context.Context, args ...string) (stdout, stderr strin
 func (n *Node) Ctr(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, n.suite.Tools.Ctr, append([]string{"--address", n.ContainerdSocket}, args...)...)
+	cmd := exec.CommandContext(ctx, n.bins().Ctr, append([]string{"--address", n.ContainerdSocket}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("ctr %s: %w", strings.Join(args, " "), err)
