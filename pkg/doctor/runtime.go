@@ -72,8 +72,12 @@ func (d *doctor) checkContainerd() runtimeState {
 		d.add("containerd.config", OK, msg, "")
 		d.checkK3sTemplate(path)
 	}
+	hasNRI := d.checkVersion(ver)
 	st.cdi = d.checkCDI(cfg, ver)
 	st.nri = d.checkNRI(cfg, ver)
+	if !hasNRI {
+		st.nri = no
+	}
 	return st
 }
 
