@@ -183,3 +183,28 @@ func (n *Node) WaitContainerOutput(ctx context.Context, podName, container, mark
 	}
 	return out, nil
 }
+
+// RootStartThenDrop is what s6-overlay media-server images do at init, in
+// busybox: stat the node's gid, make sure a group with it exists, put the
+// service user (uid 1000) in it, then drop to that user with su (which
+// reads the group list from /etc/group) and open the node. It prints
+// "NODE <uid>:<gid> <mode>" of the node as the root process sees it,
+// "UID <uid>" and "GROUPS <gids>" after the drop, then ProbeScript's
+// lines, and keeps running.
+func RootStartThenDrop(node string) string {
+	return fmt.Sprintf(`node=%[1]q
+echo "NODE $(stat -c '%%u:%%g %%a' "$node")"
+gid=$(stat -c %%g "$node")
+grep -q "^[^:]*:[^:]*:$gid:" /etc/group || echo "render$gid:x:$gid:" >> /etc/group
+grp=$(grep "^[^:]*:[^:]*:$gid:" /etc/group | head -n 1 | cut -d: -f1)
+echo "plex:x:1000:1000:plex:/tmp:/bin/sh" >> /etc/passwd
+sed -i -e "s/^\($grp:[^:]*:$gid:.*\)$/\1,plex/" -e "s/^\($grp:[^:]*:$gid:\),plex$/\1plex/" /etc/group
+cat > /etc/as-plex.sh <<'EOS'
+echo "UID $(id -u)"
+echo "GROUPS $(id -G)"
+%[2]s
+EOS
+su plex -s /bin/sh -c 'sh /etc/as-plex.sh'
+exec sleep 3600
+`, node, ProbeScript(node))
+}

@@ -66,7 +66,7 @@ func TestWorkloads(t *testing.T) {
 
 			t.Run("root-start-then-drop", func(t *testing.T) {
 				pod := harness.WorkloadPod{Name: "plex", Containers: []harness.WorkloadContainer{{
-					Name: "pms", Script: dropScript(render), Resources: map[string]int64{resource: 1},
+					Name: "pms", Script: harness.RootStartThenDrop(render), Resources: map[string]int64{resource: 1},
 				}}}
 				require.NoError(t, n.CreateWorkload(ctx, pod))
 				out, err := n.WaitContainerOutput(ctx, pod.Name, "pms", harness.ProbeDone, 120*time.Second)
@@ -135,28 +135,6 @@ func TestWorkloads(t *testing.T) {
 			})
 		})
 	}
-}
-
-// dropScript is what s6-overlay media-server images do at init, in
-// busybox: stat the node's gid, make sure a group with it exists, put the
-// service user (uid 1000) in it, then drop to that user with su (which
-// reads the group list from /etc/group) and open the node.
-func dropScript(node string) string {
-	return fmt.Sprintf(`node=%[1]q
-echo "NODE $(stat -c '%%u:%%g %%a' "$node")"
-gid=$(stat -c %%g "$node")
-grep -q "^[^:]*:[^:]*:$gid:" /etc/group || echo "render$gid:x:$gid:" >> /etc/group
-grp=$(grep "^[^:]*:[^:]*:$gid:" /etc/group | head -n 1 | cut -d: -f1)
-echo "plex:x:1000:1000:plex:/tmp:/bin/sh" >> /etc/passwd
-sed -i -e "s/^\($grp:[^:]*:$gid:.*\)$/\1,plex/" -e "s/^\($grp:[^:]*:$gid:\),plex$/\1plex/" /etc/group
-cat > /etc/as-plex.sh <<'EOS'
-echo "UID $(id -u)"
-echo "GROUPS $(id -G)"
-%[2]s
-EOS
-su plex -s /bin/sh -c 'sh /etc/as-plex.sh'
-exec sleep 3600
-`, node, harness.ProbeScript(node))
 }
 
 // field returns the rest of the first output line that starts with key
