@@ -94,7 +94,7 @@ func TestWorkloads(t *testing.T) {
 						Name: "init", Resources: gpu, Script: harness.ProbeScript(render) + "; echo " + harness.ProbeDone,
 					}},
 					Containers: []harness.WorkloadContainer{{
-						Name: "app", Resources: gpu, RunAsUser: int64p(1000), RunAsGroup: int64p(1000), Script: harness.ProbeAndWait(render),
+						Name: "app", Resources: gpu, Script: harness.ProbeAndWait(render),
 					}},
 				}
 				require.NoError(t, n.CreateWorkload(ctx, pod))
