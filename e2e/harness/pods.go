@@ -128,8 +128,19 @@ func (n *Node) DeletePod(ctx context.Context, name string) error {
 		return err
 	}
 	for _, id := range strings.Fields(out) {
-		if _, err := n.Crictl(ctx, "rmp", "-f", id); err != nil {
-			return err
+		// The kubelet may be removing the pod's containers at the same
+		// time ("already in removing state"): retry until the sandbox is
+		// gone.
+		var rmErr error
+		err := poll(ctx, 30*time.Second, func() (bool, error) {
+			if _, rmErr = n.Crictl(ctx, "rmp", "-f", id); rmErr == nil {
+				return true, nil
+			}
+			left, err := n.Crictl(ctx, "pods", "-q", "--id", id)
+			return err == nil && strings.TrimSpace(left) == "", nil
+		})
+		if err != nil {
+			return fmt.Errorf("pod %s: remove sandbox %s: %w (last error: %v)", name, id, err, rmErr)
 		}
 	}
 	return nil
