@@ -2,9 +2,7 @@ package scenarios
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -68,7 +66,7 @@ func TestWorkloads(t *testing.T) {
 				pod := harness.WorkloadPod{Name: "plex", Containers: []harness.WorkloadContainer{{
 					Name: "pms", Script: harness.RootStartThenDrop(render), Resources: map[string]int64{resource: 1},
 				}}}
-				require.NoError(t, n.CreateWorkload(ctx, pod))
+				createWorkload(t, n, pod)
 				out, err := n.WaitContainerOutput(ctx, pod.Name, "pms", harness.ProbeDone, 120*time.Second)
 				require.NoError(t, err)
 				t.Logf("pod %s output:\n%s", pod.Name, out)
@@ -83,7 +81,6 @@ func TestWorkloads(t *testing.T) {
 				r, err := harness.ParseProbe(out, render)
 				require.NoError(t, err)
 				require.Equal(t, harness.ENXIO, r.Errno, "uid 1000 after su: open %s: %s", render, r.Message)
-				require.NoError(t, n.DeletePod(ctx, pod.Name))
 			})
 
 			t.Run("init container", func(t *testing.T) {
@@ -97,7 +94,7 @@ func TestWorkloads(t *testing.T) {
 						Name: "app", Resources: gpu, Script: harness.ProbeAndWait(render),
 					}},
 				}
-				require.NoError(t, n.CreateWorkload(ctx, pod))
+				createWorkload(t, n, pod)
 				for _, c := range []string{"init", "app"} {
 					out, err := n.WaitContainerOutput(ctx, pod.Name, c, harness.ProbeDone, 120*time.Second)
 					require.NoError(t, err)
@@ -109,7 +106,6 @@ func TestWorkloads(t *testing.T) {
 				st, err := n.WaitPod(ctx, pod.Name, 60*time.Second, func(s harness.PodStatus) bool { return s.Phase == "Running" })
 				require.NoError(t, err, "the pod must go on to run its app container")
 				t.Logf("pod %s: %s", pod.Name, st.Describe())
-				require.NoError(t, n.DeletePod(ctx, pod.Name))
 			})
 
 			t.Run("sidecar", func(t *testing.T) {
@@ -120,7 +116,7 @@ func TestWorkloads(t *testing.T) {
 					}},
 					Containers: []harness.WorkloadContainer{{Name: "app", Script: "echo APP-UP; exec sleep 3600"}},
 				}
-				require.NoError(t, n.CreateWorkload(ctx, pod))
+				createWorkload(t, n, pod)
 				out, err := n.WaitContainerOutput(ctx, pod.Name, "transcoder", harness.ProbeDone, 120*time.Second)
 				require.NoError(t, err)
 				t.Logf("sidecar output:\n%s", out)
@@ -129,12 +125,21 @@ func TestWorkloads(t *testing.T) {
 				require.Equal(t, harness.ENXIO, r.Errno, "sidecar: open %s: %s", render, r.Message)
 				_, err = n.WaitContainerOutput(ctx, pod.Name, "app", "APP-UP", 60*time.Second)
 				require.NoError(t, err)
-				if err := n.DeletePod(ctx, pod.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
-					t.Fatal(err)
-				}
 			})
 		})
 	}
+}
+
+// createWorkload creates the pod and deletes it when the subtest ends,
+// passed or not: the node has one GPU, and the next subtest needs it.
+func createWorkload(t *testing.T, n *harness.Node, pod harness.WorkloadPod) {
+	t.Helper()
+	require.NoError(t, n.CreateWorkload(context.Background(), pod))
+	t.Cleanup(func() {
+		if err := n.DeletePod(context.Background(), pod.Name); err != nil {
+			t.Errorf("delete pod %s: %v", pod.Name, err)
+		}
+	})
 }
 
 // field returns the rest of the first output line that starts with key
