@@ -9,14 +9,18 @@
 // runtime passes along. Neither is trusted. For every container that asks,
 // the plugin asks the kubelet's PodResources API (an Authorizer) which
 // device IDs it allocated to that container under a resource dri-cdi
-// serves (a ResourceFilter), and:
+// serves (a ResourceFilter), falling back to the kubelet's device manager
+// checkpoint (a CheckpointAuthorizer) for regular init containers, which
+// PodResources does not report, and:
 //
 //   - injects the claimed cards the kubelet confirms;
 //   - injects none of the claimed cards it does not confirm, logs a
 //     warning and counts the container as denied;
 //   - fails the container when the runtime already resolved a CDI name of
 //     our kind for a card the kubelet did not allocate, because the
-//     container would otherwise keep a device it was not given;
+//     container would otherwise keep a device it was not given (only where
+//     the runtime passes the names: Container.CDIDevices, containerd 2.3
+//     and later);
 //   - fails the container when the kubelet cannot be asked in time, so the
 //     kubelet retries it. Containers that ask for nothing are never failed
 //     and never cause any I/O.
