@@ -5,6 +5,11 @@ BIN := bin
 OUT := _output
 PKG := github.com/dri-cdi/dri-cdi
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# RELEASE is the release version, from VERSION (its one source): the image
+# tag the manifests use, the chart's appVersion; CHART_VERSION is the
+# chart's version. deployments/test checks that they all agree.
+RELEASE := $(shell cat VERSION)
+CHART_VERSION := $(RELEASE:v%=%)
 LDFLAGS := -s -w -X $(PKG)/pkg/version.Version=$(VERSION)
 CMDS := $(notdir $(patsubst %/main.go,%,$(wildcard cmd/*/main.go)))
 PLATFORMS := linux/amd64 linux/arm64
@@ -55,12 +60,11 @@ mod-check: ## go mod tidy must leave go.mod and go.sum unchanged
 	cd deployments/test && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd e2e && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 
+FUZZTIME ?= 10s
+
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 10s)
-	@$(GO) list -f '{{.ImportPath}}' ./... | while read p; do \
-	  for f in $$($(GO) test -list 'Fuzz.*' $$p | grep '^Fuzz'); do \
-	    echo "fuzz $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-10s} $$p || exit 1; \
-	  done; done
+fuzz: ## Run every fuzz target for FUZZTIME (default 10s), all even if one fails; one line each
+	GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 E2E_CACHE ?= /var/cache/dri-cdi-e2e
 E2E_RUN ?= .
@@ -84,12 +88,69 @@ demo: build e2e-tools ## Show the hostPath EPERM, the dri-cdi fix and a root-sta
 	cd e2e && $(E2E_ENV) $(GO) run ./cmd/demo
 
 IMAGE ?= ghcr.io/dri-cdi/dri-cdi
-IMAGE_TAG ?= $(VERSION)
+IMAGE_TAG ?= $(RELEASE)
 
 .PHONY: image
 image: ## Build the container image for linux/amd64 and linux/arm64 (docker buildx)
 	docker buildx build -f deployments/container/Dockerfile --platform linux/amd64,linux/arm64 \
 	  --build-arg VERSION=$(VERSION) -t $(IMAGE):$(IMAGE_TAG) .
+
+# Release: .github/workflows/release.yaml runs these targets for a tag
+# vX.Y.Z, in this order. All but the *-push, registry-login and
+# github-release targets run without network or credentials.
+HELM_VERSION ?= v3.22.0
+HELM ?= $(or $(shell command -v helm 2>/dev/null),$(GO) run helm.sh/helm/v3/cmd/helm@$(HELM_VERSION))
+CHART_REPO ?= oci://ghcr.io/dri-cdi/charts
+DIST := $(OUT)/dist
+
+.PHONY: release-check
+release-check: ## Release: VERSION is vX.Y.Z, names this tag (TAG=...), and agrees with chart, manifests, pkg/version, CHANGELOG
+	@[[ "$(RELEASE)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$$ ]] || { echo "VERSION $(RELEASE) is not vX.Y.Z"; exit 1; }
+	@if [ -n "$(TAG)" ] && [ "$(TAG)" != "$(RELEASE)" ]; then echo "tag $(TAG) is not VERSION $(RELEASE)"; exit 1; fi
+	cd deployments/test && $(GO) test -count=1 -run '^(TestVersionsAgree|TestReleaseNotes|TestImageOverrideAsDocumented)$$' .
+
+.PHONY: dist
+dist: ## Static dri-cdi CLI binaries for linux/amd64 and linux/arm64 + SHA256SUMS in _output/dist/
+	@rm -rf $(DIST) && mkdir -p $(DIST)
+	@for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; echo "building dri-cdi $$p"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/dri-cdi-$$os-$$arch ./cmd/dri-cdi || exit 1; \
+	done
+	cd $(DIST) && sha256sum dri-cdi-* > SHA256SUMS && cat SHA256SUMS
+
+.PHONY: chart
+chart: ## Package the Helm chart into _output/dri-cdi-<chart version>.tgz
+	@mkdir -p $(OUT)
+	$(HELM) package deployments/helm/dri-cdi --destination $(OUT)
+	@test -f $(OUT)/dri-cdi-$(CHART_VERSION).tgz
+
+.PHONY: release-notes
+release-notes: ## Print the CHANGELOG.md entry of VERSION (the release notes) and write it to _output/release-notes.md
+	@mkdir -p $(OUT)
+	@scripts/release-notes.sh $(RELEASE) > $(OUT)/release-notes.md
+	@cat $(OUT)/release-notes.md
+
+.PHONY: registry-login
+registry-login: ## Release: log docker and helm in to ghcr.io with REGISTRY_USER / REGISTRY_PASSWORD
+	@echo "$$REGISTRY_PASSWORD" | docker login ghcr.io -u "$$REGISTRY_USER" --password-stdin
+	@echo "$$REGISTRY_PASSWORD" | $(HELM) registry login ghcr.io -u "$$REGISTRY_USER" --password-stdin
+
+.PHONY: image-push
+image-push: ## Release: build and push the multi-arch image (IMAGE:IMAGE_TAG, the manifests' image) with docker buildx
+	docker buildx build -f deployments/container/Dockerfile --platform $(subst $(eval) ,$(comma),$(PLATFORMS)) \
+	  --build-arg VERSION=$(VERSION) -t $(IMAGE):$(IMAGE_TAG) --push .
+
+.PHONY: chart-push
+chart-push: chart ## Release: push the packaged chart to CHART_REPO (oci://ghcr.io/dri-cdi/charts) with helm push
+	$(HELM) push $(OUT)/dri-cdi-$(CHART_VERSION).tgz $(CHART_REPO)
+
+.PHONY: github-release
+github-release: ## Release: create the GitHub release of VERSION with the notes, binaries, checksums, chart and image archive
+	gh release create $(RELEASE) --verify-tag --title "dri-cdi $(RELEASE)" --notes-file $(OUT)/release-notes.md \
+	  $(DIST)/dri-cdi-linux-amd64 $(DIST)/dri-cdi-linux-arm64 $(DIST)/SHA256SUMS \
+	  $(OUT)/dri-cdi-$(CHART_VERSION).tgz $(OUT)/dri-cdi-image.tar
+
+comma := ,
 
 BENCH_FLAGS ?=
 

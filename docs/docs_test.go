@@ -175,11 +175,12 @@ func TestDoctorFlagsDocumented(t *testing.T) {
 	require.Equal(t, flags, documented(t, readDoc(t, "configuration.md"), "dri-cdi doctor flags"))
 }
 
-// TestLinks checks that every relative link of every page points at a
-// file of the repository.
+// TestLinks checks that every relative link of every page, and of the
+// READMEs and the changelog, points at a file of the repository.
 func TestLinks(t *testing.T) {
 	pages, err := filepath.Glob("*.md")
 	require.NoError(t, err)
+	pages = append(pages, "../README.md", "../deployments/README.md", "../CHANGELOG.md")
 	link := regexp.MustCompile(`\]\(([^)#]+)(#[^)]*)?\)`)
 	for _, p := range pages {
 		for _, m := range link.FindAllStringSubmatch(readDoc(t, p), -1) {

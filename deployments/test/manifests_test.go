@@ -72,8 +72,18 @@ func chart(values ...string) func() ([]byte, error) {
 
 func base() variant {
 	return variant{delivery: "cdi-cri", nri: true, paths: defaultPaths, agentPort: 9470, nriPort: 9471,
-		image: "ghcr.io/dri-cdi/dri-cdi:v0.1.0", priorityClass: "system-node-critical"}
+		image: imageRepository + ":" + releaseTag, priorityClass: "system-node-critical"}
 }
+
+// releaseTag is the release version (VERSION), the image tag every
+// default rendering must use; TestVersionsAgree checks VERSION itself.
+var releaseTag = func() string {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "VERSION"))
+	if err != nil {
+		panic(err)
+	}
+	return strings.TrimSpace(string(raw))
+}()
 
 func with(v variant, f func(*variant)) variant { f(&v); return v }
 

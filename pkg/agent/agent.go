@@ -136,7 +136,8 @@ func Run(ctx context.Context, o Options) error {
 
 	rec := NewReconciler(cfg, DiscoverFunc(func() (*drm.Inventory, error) { return drm.Discover(o.Roots) }),
 		writer, mgr, log.WithField("component", "inventory"), met)
-	a := &agent{opts: o, rec: rec, mgr: mgr, met: met, log: log}
+	a := &agent{opts: o, rec: rec, mgr: mgr, met: met, log: log,
+		paths: newHostPaths(o.Roots.Sysfs, o.KubeletDir, log.WithField("component", "inventory"))}
 	return a.run(ctx, ln)
 }
 
@@ -150,6 +151,8 @@ type agent struct {
 	met   *metrics.Agent
 	log   *logrus.Entry
 	ready atomic.Bool
+	// paths warns about missing host directories (hostpaths.go).
+	paths *hostPaths
 }
 
 // Ready returns nil once the first pass is done and every resource is
@@ -172,7 +175,8 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := metrics.Serve(ctx, ln, metrics.Handler(a.met.Registry, a.Ready), a.log.WithField("component", "metrics")); err != nil {
+			h := metrics.HandlerWithWarnings(a.met.Registry, a.Ready, a.paths.Warnings)
+			if err := metrics.Serve(ctx, ln, h, a.log.WithField("component", "metrics")); err != nil {
 				a.log.WithError(err).Error("metrics server failed")
 			}
 		}()
@@ -199,6 +203,7 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 	}
 
 	start := time.Now()
+	a.paths.check()
 	if err := a.rec.Reconcile("startup"); err != nil {
 		return fmt.Errorf("first sync: %w", err)
 	}
@@ -295,6 +300,7 @@ func (a *agent) loop(ctx context.Context, driEvents <-chan watch.Event, uevents 
 			arm("settle", 0)
 		case <-timer.C:
 			pending = false
+			a.paths.check()
 			err := a.rec.Reconcile(trigger)
 			a.met.Reconciled(time.Since(first))
 			if err != nil {

@@ -19,7 +19,12 @@ matching the cards). Each check prints OK, WARN or FAIL, with the fix for
 every WARN and FAIL, and the delivery mode this node supports.
 
 Exits 1 when a check fails. Run it on the host as root, or in a debug pod
-with the host's filesystem mounted and -host-root pointing at it.`
+with the host's filesystem mounted and -host-root pointing at it; every
+path, and every symlink on it, is then resolved inside that directory as
+the host's kernel would (/var/run -> /run stays in the host root):
+
+  kubectl debug node/<node> -it --profile=sysadmin \
+    --image=ghcr.io/dri-cdi/dri-cdi:<tag> -- /usr/bin/dri-cdi doctor --host-root /host`
 
 func runDoctor(ctx context.Context, env *Env, args []string) error {
 	f := newFlags("dri-cdi doctor", "[flags]", doctorHelp)

@@ -29,9 +29,12 @@ type candidate struct {
 //     by ID for a stable answer.
 //
 // Unknown or unhealthy IDs come last. The answer has min(size, number of
-// distinct IDs offered) entries.
+// distinct IDs offered) entries. size comes from the request unchecked:
+// a negative one asks for nothing, and a huge one reserves no more than
+// the IDs offered.
 func (st *state) preferred(available, mustInclude []string, size int) []string {
-	out := make([]string, 0, size)
+	size = max(size, 0)
+	out := make([]string, 0, min(size, len(mustInclude)+len(available)))
 	taken := map[string]bool{}
 	used := map[string]int{} // card ID -> devices chosen
 	var mustNUMA []int

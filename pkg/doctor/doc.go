@@ -8,7 +8,9 @@
 //   - the containerd configuration (version 2 and version 3 layouts, with
 //     its imports): is CDI on, is the CDI spec directory in cdi_spec_dirs,
 //     is NRI on and reachable on the socket the plugin dials; next to a k3s
-//     config it points at the config.toml.tmpl to edit;
+//     config it names the template k3s renders that config version from
+//     (config-v3.toml.tmpl for version 3, config.toml.tmpl for version 2)
+//     and whether this k3s embeds containerd 2.x;
 //   - the kubelet: its device plugin directory and kubelet.sock, and the
 //     PodResources socket;
 //   - the cgroup version;
@@ -19,6 +21,14 @@
 //
 // Each check ends OK, WARN or FAIL; a FAIL makes the report failed. Every
 // path is an Option, so tests run against fixture trees.
+//
+// # Host root
+//
+// With Options.Root set (--host-root /host in a `kubectl debug node` pod),
+// every host path is resolved inside that directory as the kernel would
+// resolve it if the directory were "/": absolute symlinks such as
+// /var/run -> /run start again from the root and ".." stops at it, so
+// nothing outside the host's filesystem is ever read.
 //
 // # Example
 //

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 )
 
@@ -104,7 +103,7 @@ func DefaultOptions() Options {
 
 // Check runs every check. It never writes to the node.
 func Check(ctx context.Context, opts Options) *Report {
-	d := &doctor{opts: opts, ctx: ctx}
+	d := &doctor{opts: opts, ctx: ctx, root: newHostRoot(opts.Root)}
 	return d.run()
 }
 
@@ -166,14 +165,10 @@ type doctor struct {
 	ctx  context.Context
 	opts Options
 	rep  Report
-}
-
-// host maps a host path to where it is visible to this process.
-func (d *doctor) host(p string) string {
-	if d.opts.Root == "" || d.opts.Root == "/" {
-		return p
-	}
-	return filepath.Join(d.opts.Root, p)
+	// root resolves host paths inside opts.Root (hostroot.go).
+	root hostRoot
+	// unresolved are the host paths already reported as unresolvable.
+	unresolved map[string]bool
 }
 
 func (d *doctor) add(name string, s Status, msg, fix string) {

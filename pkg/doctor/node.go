@@ -40,8 +40,8 @@ func (d *doctor) checkKubelet() {
 
 // checkCgroup reports the cgroup layout from <sysfs>/fs/cgroup.
 func (d *doctor) checkCgroup() {
-	root := d.host(filepath.Join(d.opts.SysfsRoot, "fs", "cgroup"))
-	exists := func(p string) bool { _, err := os.Stat(filepath.Join(root, p)); return err == nil }
+	root := filepath.Join(d.opts.SysfsRoot, "fs", "cgroup")
+	exists := func(p string) bool { _, err := os.Stat(d.host(filepath.Join(root, p))); return err == nil }
 	switch {
 	case exists("cgroup.controllers"):
 		d.add("cgroup", OK, "cgroup v2 (unified): device access is enforced by eBPF programs the runtime attaches", "")

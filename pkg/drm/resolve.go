@@ -19,71 +19,89 @@ const maxLinks = 40
 // for one pass: the tree may change between passes.
 type resolver struct {
 	// cache maps "<resolved dir>/<name>" to what that entry resolves to.
-	cache map[string]string
+	cache map[string]resolved
+}
+
+// resolved is what a directory entry resolves to.
+type resolved struct {
+	path string
+	// dir tells whether a "/" may follow: after anything else the
+	// kernel, and filepath.EvalSymlinks, fail with ENOTDIR.
+	dir bool
 }
 
 func newResolver() *resolver {
-	return &resolver{cache: make(map[string]string, 256)}
+	return &resolver{cache: make(map[string]resolved, 256)}
 }
 
 // resolve returns the absolute path with every symlink in it followed.
 // ".." after a symlink steps out of the symlink's target, as the kernel
-// does. Errors of missing entries are *fs.PathError naming the entry;
+// does. Errors of missing entries, and ENOTDIR for a "/" after a
+// non-directory, are *fs.PathError naming the entry;
 // too many links wrap syscall.ELOOP.
 func (r *resolver) resolve(path string) (string, error) {
 	if !strings.HasPrefix(path, "/") {
 		return "", &fs.PathError{Op: "resolve", Path: path, Err: fs.ErrInvalid}
 	}
 	links := 0
-	return r.walk(path, &links)
+	e, err := r.walk(path, &links)
+	return e.path, err
 }
 
-func (r *resolver) walk(path string, links *int) (string, error) {
-	cur := "/"
+func (r *resolver) walk(path string, links *int) (resolved, error) {
+	cur := resolved{path: "/", dir: true}
 	rest := path
 	for rest != "" {
-		var comp string
-		comp, rest, _ = strings.Cut(rest, "/")
+		var (
+			comp string
+			more bool // a "/" follows comp
+		)
+		comp, rest, more = strings.Cut(rest, "/")
 		switch comp {
 		case "", ".":
 			continue
 		case "..":
-			cur = parentDir(cur)
+			cur = resolved{path: parentDir(cur.path), dir: true}
 			continue
 		}
-		next := joinPath(cur, comp)
-		if v, ok := r.cache[next]; ok {
-			cur = v
-			continue
+		next := joinPath(cur.path, comp)
+		e, ok := r.cache[next]
+		if !ok {
+			var err error
+			if e, err = r.lookup(next, cur.path, links); err != nil {
+				return resolved{}, err
+			}
+			r.cache[next] = e
 		}
-		fi, err := os.Lstat(next)
-		if err != nil {
-			return "", err
+		if more && !e.dir {
+			return resolved{}, &fs.PathError{Op: "resolve", Path: next, Err: syscall.ENOTDIR}
 		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			r.cache[next] = next
-			cur = next
-			continue
-		}
-		*links++
-		if *links > maxLinks {
-			return "", fmt.Errorf("%w: more than %d", syscall.ELOOP, maxLinks)
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return "", err
-		}
-		if !strings.HasPrefix(target, "/") {
-			target = joinPath(cur, target)
-		}
-		res, err := r.walk(target, links)
-		if err != nil {
-			return "", err
-		}
-		r.cache[next] = res
-		cur = res
+		cur = e
 	}
 	return cur, nil
+}
+
+// lookup resolves the entry next of the resolved directory dir.
+func (r *resolver) lookup(next, dir string, links *int) (resolved, error) {
+	fi, err := os.Lstat(next)
+	if err != nil {
+		return resolved{}, err
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		return resolved{path: next, dir: fi.IsDir()}, nil
+	}
+	*links++
+	if *links > maxLinks {
+		return resolved{}, fmt.Errorf("%w: more than %d", syscall.ELOOP, maxLinks)
+	}
+	target, err := os.Readlink(next)
+	if err != nil {
+		return resolved{}, err
+	}
+	if !strings.HasPrefix(target, "/") {
+		target = joinPath(dir, target)
+	}
+	return r.walk(target, links)
 }
 
 // joinPath appends name to the absolute, clean dir without cleaning

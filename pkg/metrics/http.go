@@ -19,17 +19,35 @@ const shutdownTimeout = 2 * time.Second
 // Handler serves /metrics from reg, /healthz, and /readyz, which answers
 // 200 when ready returns nil and 503 with the error otherwise.
 func Handler(reg *prometheus.Registry, ready func() error) http.Handler {
+	return HandlerWithWarnings(reg, ready, nil)
+}
+
+// HandlerWithWarnings is Handler whose /readyz also lists what warnings
+// returns, one "warning: ..." line each, whether ready or not: problems
+// that do not make the process unready (a node without a GPU is normal)
+// but that an operator asking it should see.
+func HandlerWithWarnings(reg *prometheus.Registry, ready func() error, warnings func() []string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
+		var notes []string
+		if warnings != nil {
+			notes = warnings()
 		}
-		fmt.Fprintln(w, "ok")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if err := ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready: "+err.Error())
+		} else {
+			fmt.Fprintln(w, "ok")
+		}
+		for _, n := range notes {
+			fmt.Fprintln(w, "warning: "+n)
+		}
 	})
 	return mux
 }
