@@ -90,21 +90,32 @@ func (r *Reader) load() (*Checkpoint, error) {
 	if r.cached != nil && key == r.key {
 		return r.cached, nil
 	}
-	f, err := os.Open(r.path)
+	cp, err := ReadFile(r.path)
 	if err != nil {
-		return nil, fmt.Errorf("kubelet checkpoint %s: %w", r.path, err)
-	}
-	defer func() { _ = f.Close() }()
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("kubelet checkpoint %s: %w", r.path, err)
-	}
-	cp, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("kubelet checkpoint %s: %w", r.path, err)
+		return nil, err
 	}
 	// The key is the stat taken before the read: a file replaced in
 	// between is read again next time.
 	r.key, r.cached = key, cp
+	return cp, nil
+}
+
+// ReadFile reads and parses the checkpoint at path, at most MaxSize bytes
+// of it. Errors name the file; a missing file is an error wrapping
+// fs.ErrNotExist.
+func ReadFile(path string) (*Checkpoint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet checkpoint %s: %w", path, err)
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet checkpoint %s: %w", path, err)
+	}
+	cp, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet checkpoint %s: %w", path, err)
+	}
 	return cp, nil
 }
