@@ -147,7 +147,7 @@ func Generate(kind string, cards []drm.Card) ([]File, error) {
 		if err != nil {
 			return nil, err
 		}
-		f, err := newFile(kind, name, c.ID, nodes)
+		f, err := newFile(kind, name, c.ID, specs.ContainerEdits{DeviceNodes: nodes})
 		if err != nil {
 			return nil, fmt.Errorf("%w %q: %w", ErrInvalidCard, c.ID, err)
 		}
@@ -166,7 +166,7 @@ func Generate(kind string, cards []drm.Card) ([]File, error) {
 		}
 	}
 	if len(all) > 0 { // every card unavailable: no AllDevice
-		f, err := newFile(kind, prefix+AllDevice+FileExt, AllDevice, all)
+		f, err := newFile(kind, prefix+AllDevice+FileExt, AllDevice, specs.ContainerEdits{DeviceNodes: all})
 		if err != nil {
 			return nil, fmt.Errorf("device %q: %w", AllDevice, err)
 		}
@@ -278,14 +278,12 @@ func deviceNodes(c *drm.Card) ([]*specs.DeviceNode, error) {
 	return out, nil
 }
 
-// newFile builds, validates and encodes the spec of one device.
-func newFile(kind, name, device string, nodes []*specs.DeviceNode) (File, error) {
+// newFile builds, validates and encodes the spec of one device with the
+// given container edits.
+func newFile(kind, name, device string, edits specs.ContainerEdits) (File, error) {
 	spec := &specs.Spec{
-		Kind: kind,
-		Devices: []specs.Device{{
-			Name:           device,
-			ContainerEdits: specs.ContainerEdits{DeviceNodes: nodes},
-		}},
+		Kind:    kind,
+		Devices: []specs.Device{{Name: device, ContainerEdits: edits}},
 	}
 	// The lowest version that carries the content (hostPath and device
 	// names starting with a digit need 0.5.0), so runtimes with an older
