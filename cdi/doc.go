@@ -23,8 +23,9 @@
 //
 // Generate is pure: cards in, encoded and validated files out. Each
 // device node carries the container path, host path, type "c", the
-// major/minor numbers and permissions "rw", and deliberately no uid, gid
-// or fileMode (see the comments in generate.go for why). cdiVersion is
+// major/minor numbers, permissions "rw" and the host node's gid when it
+// is not 0, and deliberately no uid or fileMode (see the comments in
+// generate.go and docs/architecture.md, "Device ownership", for why). cdiVersion is
 // the lowest version the content needs, so older runtimes read the files
 // too.
 //

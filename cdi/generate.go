@@ -147,7 +147,7 @@ func Generate(kind string, cards []drm.Card) ([]File, error) {
 		if err != nil {
 			return nil, err
 		}
-		f, err := newFile(kind, name, c.ID, nodes)
+		f, err := newFile(kind, name, c.ID, specs.ContainerEdits{DeviceNodes: nodes})
 		if err != nil {
 			return nil, fmt.Errorf("%w %q: %w", ErrInvalidCard, c.ID, err)
 		}
@@ -166,7 +166,7 @@ func Generate(kind string, cards []drm.Card) ([]File, error) {
 		}
 	}
 	if len(all) > 0 { // every card unavailable: no AllDevice
-		f, err := newFile(kind, prefix+AllDevice+FileExt, AllDevice, all)
+		f, err := newFile(kind, prefix+AllDevice+FileExt, AllDevice, specs.ContainerEdits{DeviceNodes: all})
 		if err != nil {
 			return nil, fmt.Errorf("device %q: %w", AllDevice, err)
 		}
@@ -188,24 +188,31 @@ func validateCardID(id string) error {
 
 // deviceNodes converts the card's nodes, each path once.
 //
-// No uid, gid or fileMode is set, on purpose:
+// Ownership follows one rule, the same on every delivery path (see
+// docs/architecture.md, "Device ownership"): the node's gid is the host
+// node's gid when that is not 0, and uid and fileMode stay open.
 //
-//   - uid/gid: when a node leaves them unset, the CDI library's
-//     (*ContainerEdits).Apply (pkg/cdi/container-edits.go) sets the node's
-//     uid and gid to the container process's uid and gid when those are
-//     non-zero. A non-root pod thus owns the node it was given and can
-//     open it without supplementalGroups (the host node is root:render
-//     0660, and s6-style setuidgid wrappers drop supplementary groups
-//     anyway). A root process gets a root-owned node, which it can open.
-//     Setting the host's gid instead would need additionalGids and would
-//     hand the process an extra group; gid 0 must never be handed out.
+//   - gid: with the host's gid (render, 992 on typical nodes) in the spec,
+//     the CDI library's (*ContainerEdits).Apply (pkg/cdi/container-edits.go)
+//     keeps it for every process. A root-started image that stats the node
+//     and joins its group before dropping privileges (s6-style media
+//     server images) then joins the host's group, as with a hostPath,
+//     never gid 0. A host gid of 0 is not written: the library then gives
+//     a non-root process its own gid, and root gets 0:0 as on the host.
+//     No group is ever added to the process (no additionalGids).
+//   - uid: left open, so Apply sets the process's uid when it is not 0. A
+//     non-root pod owns its node and can open it without
+//     supplementalGroups; a root process gets uid 0, as on the host.
 //   - fileMode: (*DeviceNode).fillMissingInfo (pkg/cdi/container-edits_unix.go)
 //     copies the mode of the host node at injection time when fileMode is
 //     unset, even for a node whose type and numbers are given. The
-//     container node thus follows the host's current mode (normally 0660:
-//     read-write for the owner, i.e. the container user above) instead of
-//     a mode frozen when the spec was written; a wider mode such as 0666
-//     would open the node to every user of the container.
+//     container node thus follows the host's current mode (normally 0660)
+//     instead of a mode frozen when the spec was written; a wider mode such
+//     as 0666 would open the node to every user of the container.
+//
+// The gid comes from the stat of the node discovery made (through
+// --dev-root), so a changed host group changes the file's bytes and the
+// Writer's compare-before-write rewrites it on the next resync.
 //
 // type, major and minor are always set: with type "c" and a non-zero
 // major, fillMissingInfo treats the node as fully specified and does not
@@ -214,17 +221,17 @@ func validateCardID(id string) error {
 // cgroup without "m" (mknod), which the container never needs.
 //
 // A /dev/dri/by-path link becomes a node of its own (the container gets
-// the link's path as a device node), but its hostPath is the card's node
-// with the same numbers: fillMissingInfo inspects hostPath with lstat,
-// and a symlink would give it no mode to copy.
+// the link's path as a device node), but its hostPath and gid are those of
+// the card's node with the same numbers: fillMissingInfo inspects hostPath
+// with lstat, and a symlink would give it no mode to copy.
 func deviceNodes(c *drm.Card) ([]*specs.DeviceNode, error) {
 	var out []*specs.DeviceNode
 	seen := map[string]*specs.DeviceNode{}
-	all := c.Nodes()                 // card, render, extras, then the by-path links
-	target := map[[2]uint32]string{} // major:minor -> host path of a real node
+	all := c.Nodes()                         // card, render, extras, then the by-path links
+	target := map[[2]uint32]drm.DeviceNode{} // major:minor -> a real node
 	for _, n := range all[:len(all)-len(c.ByPath)] {
 		if _, dup := target[[2]uint32{n.Major, n.Minor}]; !dup {
-			target[[2]uint32{n.Major, n.Minor}] = n.HostPath
+			target[[2]uint32{n.Major, n.Minor}] = n
 		}
 	}
 	links := map[string]bool{}
@@ -233,8 +240,8 @@ func deviceNodes(c *drm.Card) ([]*specs.DeviceNode, error) {
 	}
 	for _, n := range all {
 		if links[n.Path] {
-			if host, ok := target[[2]uint32{n.Major, n.Minor}]; ok {
-				n.HostPath = host
+			if real, ok := target[[2]uint32{n.Major, n.Minor}]; ok {
+				n.HostPath, n.GID = real.HostPath, real.GID
 			}
 		}
 		if !strings.HasPrefix(n.Path, "/dev/") || path.Clean(n.Path) != n.Path {
@@ -254,6 +261,10 @@ func deviceNodes(c *drm.Card) ([]*specs.DeviceNode, error) {
 			Minor:       int64(n.Minor),
 			Permissions: "rw",
 		}
+		if n.GID != 0 {
+			gid := n.GID
+			dn.GID = &gid
+		}
 		if prev, dup := seen[n.Path]; dup {
 			if prev.Major != dn.Major || prev.Minor != dn.Minor {
 				return nil, fmt.Errorf("%w %q: node %s listed as %d:%d and %d:%d",
@@ -267,14 +278,12 @@ func deviceNodes(c *drm.Card) ([]*specs.DeviceNode, error) {
 	return out, nil
 }
 
-// newFile builds, validates and encodes the spec of one device.
-func newFile(kind, name, device string, nodes []*specs.DeviceNode) (File, error) {
+// newFile builds, validates and encodes the spec of one device with the
+// given container edits.
+func newFile(kind, name, device string, edits specs.ContainerEdits) (File, error) {
 	spec := &specs.Spec{
-		Kind: kind,
-		Devices: []specs.Device{{
-			Name:           device,
-			ContainerEdits: specs.ContainerEdits{DeviceNodes: nodes},
-		}},
+		Kind:    kind,
+		Devices: []specs.Device{{Name: device, ContainerEdits: edits}},
 	}
 	// The lowest version that carries the content (hostPath and device
 	// names starting with a digit need 0.5.0), so runtimes with an older

@@ -116,12 +116,13 @@ func TestGenerateAcceptedByRuntimeCache(t *testing.T) {
 				require.NotEmpty(t, ociSpec.Linux.Devices)
 				for _, d := range ociSpec.Linux.Devices {
 					require.Equal(t, "c", d.Type)
-					// No uid/gid in the spec: the library hands each node
-					// to the non-root container user.
+					// No uid in the spec: the library hands each node to
+					// the non-root container user; the gid is the host
+					// node's (44 in the test cards).
 					require.NotNil(t, d.UID, d.Path)
 					require.NotNil(t, d.GID, d.Path)
 					require.Equal(t, uint32(1000), *d.UID, d.Path)
-					require.Equal(t, uint32(1000), *d.GID, d.Path)
+					require.Equal(t, uint32(44), *d.GID, d.Path)
 					require.Contains(t, ociSpec.Linux.Resources.Devices, oci.LinuxDeviceCgroup{
 						Allow: true, Type: "c", Major: &d.Major, Minor: &d.Minor, Access: "rw",
 					})
@@ -131,8 +132,18 @@ func TestGenerateAcceptedByRuntimeCache(t *testing.T) {
 	}
 }
 
-func TestGenerateRootProcessKeepsRootOwnership(t *testing.T) {
-	files, err := Generate(DefaultKind, []drm.Card{i915("0000:00:02.0", 0, 128)})
+// TestGenerateRootProcessGetsHostGroup: a root-started process gets the
+// host node's group (an image that joins the node's group before dropping
+// privileges joins render, not root), and a root-owned host node gives
+// root:root, with no gid 0 ever written into a spec.
+func TestGenerateRootProcessGetsHostGroup(t *testing.T) {
+	rootOwned := i915("0000:00:03.0", 1, 129)
+	rootOwned.CardNode.GID = 0
+	rootOwned.RenderNode.GID = 0
+	for i := range rootOwned.ByPath {
+		rootOwned.ByPath[i].GID = 0
+	}
+	files, err := Generate(DefaultKind, []drm.Card{i915("0000:00:02.0", 0, 128), rootOwned})
 	require.NoError(t, err)
 	dir := t.TempDir()
 	for _, f := range files {
@@ -140,12 +151,25 @@ func TestGenerateRootProcessKeepsRootOwnership(t *testing.T) {
 	}
 	cache, err := cdilib.NewCache(cdilib.WithSpecDirs(dir), cdilib.WithAutoRefresh(false))
 	require.NoError(t, err)
+
 	ociSpec := &oci.Spec{Process: &oci.Process{User: oci.User{UID: 0, GID: 0}}}
 	_, err = cache.InjectDevices(ociSpec, QualifiedName(DefaultKind, "0000:00:02.0"))
 	require.NoError(t, err)
+	require.NotEmpty(t, ociSpec.Linux.Devices)
 	for _, d := range ociSpec.Linux.Devices {
-		require.Nil(t, d.UID, "gid/uid 0 must never be written into the node")
-		require.Nil(t, d.GID)
+		require.Nil(t, d.UID, "uid 0 stays open: root, as on the host")
+		require.NotNil(t, d.GID, d.Path)
+		require.Equal(t, uint32(44), *d.GID, "%s: the host node's group, not gid 0", d.Path)
+	}
+	require.Empty(t, ociSpec.Process.User.AdditionalGids)
+
+	ociSpec = &oci.Spec{Process: &oci.Process{User: oci.User{UID: 0, GID: 0}}}
+	_, err = cache.InjectDevices(ociSpec, QualifiedName(DefaultKind, "0000:00:03.0"))
+	require.NoError(t, err)
+	require.NotEmpty(t, ociSpec.Linux.Devices)
+	for _, d := range ociSpec.Linux.Devices {
+		require.Nil(t, d.UID, d.Path)
+		require.Nil(t, d.GID, "%s: a host gid of 0 is never written into the spec", d.Path)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 	k8syaml "sigs.k8s.io/yaml"
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 	specs "tags.cncf.io/container-device-interface/specs-go"
@@ -125,7 +126,8 @@ func TestHostLayoutDisplayOnlySpecsInject(t *testing.T) {
 	drmtest.SkipUnlessRoot(t)
 	for _, layout := range []string{"hybrid-laptop-boot", "qemu-virtio-gpu", "server-flex-bmc", "arm-rk3399", "legacy-mgag200"} {
 		t.Run(layout, func(t *testing.T) {
-			dir, _, cards := writeLayoutSpecsOf(t, layout, true)
+			dir, roots, cards := writeLayoutSpecsOf(t, layout, true)
+			gids := hostGIDs(t, roots)
 			cache, err := cdilib.NewCache(cdilib.WithSpecDirs(dir), cdilib.WithAutoRefresh(false))
 			require.NoError(t, err)
 			require.Empty(t, cache.GetErrors())
@@ -142,7 +144,7 @@ func TestHostLayoutDisplayOnlySpecsInject(t *testing.T) {
 				spec := containerdBaseSpec(1000, 1000)
 				_, err := cache.InjectDevices(spec, cdi.QualifiedName(cdi.DefaultKind, c.ID))
 				require.NoError(t, err)
-				checkInjected(t, spec, expect, 1000)
+				checkInjected(t, spec, expect, 1000, gids)
 			}
 			require.Positive(t, displayOnly)
 		})
@@ -157,7 +159,8 @@ func TestHostLayoutSpecsInject(t *testing.T) {
 	require.ElementsMatch(t, hostlayout.Names(), keys(hostLayoutSpecs), "every host layout needs expectations")
 	for layout, want := range hostLayoutSpecs {
 		t.Run(layout, func(t *testing.T) {
-			dir, _ := writeLayoutSpecs(t, layout)
+			dir, roots := writeLayoutSpecs(t, layout)
+			gids := hostGIDs(t, roots)
 			cache, err := cdilib.NewCache(cdilib.WithSpecDirs(dir), cdilib.WithAutoRefresh(false))
 			require.NoError(t, err)
 			require.Empty(t, cache.GetErrors())
@@ -203,7 +206,7 @@ func TestHostLayoutSpecsInject(t *testing.T) {
 						unresolved, err := cache.InjectDevices(spec, qualified...)
 						require.NoError(t, err)
 						require.Empty(t, unresolved)
-						checkInjected(t, spec, expect, uid)
+						checkInjected(t, spec, expect, uid, gids)
 					}
 				})
 			}
@@ -215,7 +218,7 @@ func TestHostLayoutSpecsInject(t *testing.T) {
 // device paths, each once, with the host's numbers and mode and owned by
 // a non-root container user; the deny-all rule first, then an "rw" allow
 // rule for every node and no other rule.
-func checkInjected(t *testing.T, spec *oci.Spec, expect []wantNode, uid uint32) {
+func checkInjected(t *testing.T, spec *oci.Spec, expect []wantNode, uid uint32, hostGID map[[2]int64]uint32) {
 	t.Helper()
 	want := map[string]wantNode{}
 	for _, n := range expect {
@@ -236,14 +239,26 @@ func checkInjected(t *testing.T, spec *oci.Spec, expect []wantNode, uid uint32) 
 		require.Equal(t, n.minor, d.Minor, n.path)
 		require.NotNil(t, d.FileMode, "%s: the mode comes from the host node", n.path)
 		require.Equal(t, os.FileMode(0o660), *d.FileMode, n.path)
+		// The one ownership rule (docs/architecture.md): the host's gid
+		// unless it is 0, else the process's gid when not 0; the
+		// process's uid when not 0. Test processes have gid == uid.
+		gid, ok := hostGID[[2]int64{n.major, n.minor}]
+		require.True(t, ok, "%s: no host node %d:%d", n.path, n.major, n.minor)
 		if uid == 0 {
 			require.Nil(t, d.UID, n.path)
-			require.Nil(t, d.GID, n.path)
 		} else {
 			require.NotNil(t, d.UID, n.path)
-			require.NotNil(t, d.GID, n.path)
 			require.Equal(t, uid, *d.UID, n.path)
-			require.Equal(t, uid, *d.GID, n.path)
+		}
+		switch {
+		case gid != 0:
+			require.NotNil(t, d.GID, n.path)
+			require.Equal(t, gid, *d.GID, "%s: the host node's group", n.path)
+		case uid != 0:
+			require.NotNil(t, d.GID, n.path)
+			require.Equal(t, uid, *d.GID, "%s: host gid 0 is never written; the process's own gid", n.path)
+		default:
+			require.Nil(t, d.GID, n.path)
 		}
 		rules[fmt.Sprintf("c %d:%d rw", n.major, n.minor)] = true
 	}
@@ -302,12 +317,38 @@ func TestHostLayoutSpecsPlainYAML(t *testing.T) {
 					require.Equal(t, "c", n.Type)
 					require.Equal(t, "rw", n.Permissions)
 					require.Nil(t, n.UID)
-					require.Nil(t, n.GID)
 					require.Nil(t, n.FileMode)
+					var st unix.Stat_t
+					require.NoError(t, unix.Stat(n.HostPath, &st))
+					if st.Gid == 0 {
+						require.Nil(t, n.GID, "%s: gid 0 is never written", n.HostPath)
+					} else {
+						require.NotNil(t, n.GID, n.HostPath)
+						require.Equal(t, st.Gid, *n.GID, "%s: the host node's gid", n.HostPath)
+					}
 				}
 			}
 		})
 	}
+}
+
+// hostGIDs returns the gid of every char device under roots.Dev, by
+// major:minor.
+func hostGIDs(t *testing.T, roots drm.Roots) map[[2]int64]uint32 {
+	t.Helper()
+	out := map[[2]int64]uint32{}
+	require.NoError(t, filepath.WalkDir(roots.Dev, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.Type()&os.ModeCharDevice == 0 {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		out[[2]int64{int64(unix.Major(uint64(st.Rdev))), int64(unix.Minor(uint64(st.Rdev)))}] = st.Gid
+		return nil
+	}))
+	return out
 }
 
 func keys[V any](m map[string]V) []string {

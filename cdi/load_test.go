@@ -21,8 +21,9 @@ func writeSpecs(t *testing.T, dir string, kind string, cards ...drm.Card) {
 }
 
 // specNodes is what LoadDevices returns for a card: its nodes, each path
-// once, without the host node's mode and owner (specs do not carry them),
-// by-path links with the host path of the node they point to.
+// once, without the host node's mode and uid (specs do not carry them) but
+// with its gid, by-path links with the host path and gid of the node they
+// point to.
 func specNodes(c drm.Card) []drm.DeviceNode {
 	var out []drm.DeviceNode
 	seen := map[string]bool{}
@@ -38,12 +39,12 @@ func specNodes(c drm.Card) []drm.DeviceNode {
 		if links[n.Path] {
 			for _, real := range c.Nodes() {
 				if !links[real.Path] && real.Major == n.Major && real.Minor == n.Minor {
-					n.HostPath = real.HostPath
+					n.HostPath, n.GID = real.HostPath, real.GID
 					break
 				}
 			}
 		}
-		n.Mode, n.UID, n.GID = 0, 0, 0
+		n.Mode, n.UID = 0, 0
 		out = append(out, n)
 	}
 	return out

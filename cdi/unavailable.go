@@ -54,26 +54,7 @@ func UnavailableCard(env []string) (string, bool) {
 // runtime fails a container whose CDI names it cannot resolve; the marker
 // keeps the name resolvable without handing over any device number.
 func unavailableFile(kind, name, id string) (File, error) {
-	spec := &specs.Spec{
-		Kind: kind,
-		Devices: []specs.Device{{
-			Name:           id,
-			ContainerEdits: specs.ContainerEdits{Env: []string{UnavailableEnv + "=" + id}},
-		}},
-	}
-	v, err := specs.MinimumRequiredVersion(spec)
-	if err != nil {
-		return File{}, fmt.Errorf("spec version: %w", err)
-	}
-	spec.Version = v
-	if err := validateSpec(spec); err != nil {
-		return File{}, err
-	}
-	data, err := encode(spec)
-	if err != nil {
-		return File{}, err
-	}
-	return File{Name: name, Device: id, Spec: spec, Data: data}, nil
+	return newFile(kind, name, id, specs.ContainerEdits{Env: []string{UnavailableEnv + "=" + id}})
 }
 
 // hasNodesOrMarker is the per-device rule of validateSpec: a device of

@@ -412,3 +412,32 @@ func TestWriterConcurrentReader(t *testing.T) {
 	t.Logf("%d syncs, %d reads", syncs, reads.Load())
 	require.GreaterOrEqual(t, reads.Load(), int64(minReads))
 }
+
+// TestWriterRewritesOnHostGroupChange: the spec carries the host node's
+// gid, so a group change on the host (seen by the next discovery) must
+// rewrite the file on the next sync, and an unchanged group must not.
+func TestWriterRewritesOnHostGroupChange(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewWriter(dir, DefaultKind)
+	require.NoError(t, err)
+	card := i915("0000:00:02.0", 1, 128)
+	changed, err := w.Sync([]drm.Card{card})
+	require.NoError(t, err)
+	require.True(t, changed)
+	changed, err = w.Sync([]drm.Card{card})
+	require.NoError(t, err)
+	require.False(t, changed, "same group: nothing to write")
+
+	card.RenderNode.GID = 992
+	changed, err = w.Sync([]drm.Card{card})
+	require.NoError(t, err)
+	require.True(t, changed, "the host's group changed: the spec must follow")
+	got, err := LoadDevices(dir, DefaultKind)
+	require.NoError(t, err)
+	gids := map[string]uint32{}
+	for _, n := range got[card.ID] {
+		gids[n.Path] = n.GID
+	}
+	require.Equal(t, uint32(992), gids["/dev/dri/renderD128"])
+	require.Equal(t, uint32(44), gids["/dev/dri/card1"])
+}

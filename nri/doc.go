@@ -10,14 +10,18 @@
 // Neither is trusted. For every container that asks, the plugin asks the
 // kubelet's PodResources API (an Authorizer) which device IDs it
 // allocated to that container under a resource dri-cdi serves (a
-// ResourceFilter), and:
+// ResourceFilter), falling back to the kubelet's device manager
+// checkpoint (a CheckpointAuthorizer) for regular init containers, which
+// PodResources does not report, and:
 //
 //   - injects the claimed cards the kubelet confirms;
 //   - injects none of the claimed cards it does not confirm, logs a
 //     warning and counts the container as denied;
 //   - fails the container when the runtime already resolved a CDI name of
 //     our kind for a card the kubelet did not allocate, because the
-//     container would otherwise keep a device it was not given;
+//     container would otherwise keep a device it was not given (only where
+//     the runtime passes the names: Container.CDIDevices, containerd 2.3
+//     and later);
 //   - fails the container when the kubelet cannot be asked in time, so the
 //     kubelet retries it. Containers that ask for nothing are never failed
 //     and never cause any I/O.
@@ -30,10 +34,10 @@
 // matching "c major:minor rw" allow rule for it. Nodes the runtime's own
 // CDI injection already added (same path, same numbers) are skipped, so
 // nothing is duplicated; the same path with other numbers is an error.
-// A non-root container user gets the node as its owner (what the CDI
-// library does for a CDI node that leaves ownership open); otherwise the
-// node keeps the host's owner, group and mode. Group 0 is never given to a
-// non-root user.
+// The node's owner is what the runtime's CDI injection gives for our spec
+// (docs/architecture.md, "Device ownership"): the process's uid, the host
+// node's gid (the process's own gid when the host's is 0), the host
+// node's mode. No group is added to the process, least of all gid 0.
 //
 // # Identity
 //

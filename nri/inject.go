@@ -95,20 +95,20 @@ func linuxDevice(p string, n drm.DeviceNode, u *api.User) *api.LinuxDevice {
 	}
 }
 
-// owner returns who owns a node in the container. A non-root user gets the
-// node as owner, with its own group, else the host node's group, else a
-// group named like the user: never group 0. Root keeps the host's owner
-// and group.
+// owner returns who owns a node in the container: exactly what the CDI
+// library's (*ContainerEdits).Apply gives for the spec the agent writes
+// (docs/architecture.md, "Device ownership"), so that cdi-cri and nri
+// agree for every user. The spec carries the host node's gid when it is
+// not 0 and leaves uid open; Apply keeps a gid the spec sets and fills
+// the process's uid and gid only when they are not 0 (an unset value is 0
+// for runc). So: uid is the process's uid; gid is the host node's gid when
+// not 0, else the process's gid. gid 0 thus appears only for a process
+// that already runs with gid 0 on a root-owned host node, and no group is
+// ever added to the process.
 func owner(n drm.DeviceNode, u *api.User) (uid, gid uint32) {
-	if u == nil || u.GetUid() == 0 {
-		return n.UID, n.GID
-	}
-	gid = u.GetGid()
+	uid, gid = u.GetUid(), n.GID
 	if gid == 0 {
-		gid = n.GID
+		gid = u.GetGid()
 	}
-	if gid == 0 {
-		gid = u.GetUid()
-	}
-	return u.GetUid(), gid
+	return uid, gid
 }

@@ -92,12 +92,12 @@ func TestDeviceAdjustment(t *testing.T) {
 			},
 			wantAdded: []string{"/dev/dri/card1", "/dev/dri/renderD128"},
 		},
-		"non-root user owns the nodes": {
+		"non-root user owns the nodes, in the host group": {
 			ctr:   &api.Container{User: &api.User{Uid: 1000, Gid: 1000, AdditionalGids: []uint32{0, 5}}},
 			cards: []string{cardA},
 			want: []dev{
-				{"/dev/dri/card1", 226, 1, 0o660, 1000, 1000},
-				{"/dev/dri/renderD128", 226, 128, 0o660, 1000, 1000},
+				{"/dev/dri/card1", 226, 1, 0o660, 1000, 44},
+				{"/dev/dri/renderD128", 226, 128, 0o660, 1000, renderGID},
 			},
 			wantAdded: []string{"/dev/dri/card1", "/dev/dri/renderD128"},
 		},
@@ -114,7 +114,7 @@ func TestDeviceAdjustment(t *testing.T) {
 			ctr:   &api.Container{User: &api.User{Uid: 1000, Gid: 0}},
 			cards: []string{"0000:04:00.0"},
 			want: []dev{
-				{"/dev/dri/card3", 226, 3, 0o660, 1000, 1000},
+				{"/dev/dri/card3", 226, 3, 0o660, 1000, 0},
 				{"/dev/kfd", 235, 0, 0o666, 1000, renderGID},
 			},
 			wantAdded: []string{"/dev/dri/card3", "/dev/kfd"},

@@ -31,6 +31,10 @@ type Config struct {
 	Resources ResourceFilter
 	// Authorizer asks the kubelet about allocations.
 	Authorizer Authorizer
+	// Checkpoint, when set, answers for containers the Authorizer does not
+	// report (regular init containers), from the kubelet's device manager
+	// checkpoint.
+	Checkpoint CheckpointAuthorizer
 	// Devices gives the nodes of a card.
 	Devices DeviceSource
 	// Metrics records what the plugin does; nil creates new ones.
@@ -45,13 +49,14 @@ type Config struct {
 // Plugin is the dri-cdi NRI plugin. Its methods are the NRI stub's event
 // handlers; Run connects it to the runtime.
 type Plugin struct {
-	kind    string
-	served  ResourceFilter
-	auth    Authorizer
-	devices DeviceSource
-	metrics *Metrics
-	log     *logrus.Entry
-	stat    HostStat
+	kind       string
+	served     ResourceFilter
+	auth       Authorizer
+	checkpoint CheckpointAuthorizer
+	devices    DeviceSource
+	metrics    *Metrics
+	log        *logrus.Entry
+	stat       HostStat
 
 	connected atomic.Bool
 	// synced, when set, is closed by the next Synchronize: Run uses it to
@@ -59,7 +64,8 @@ type Plugin struct {
 	synced atomic.Pointer[chan struct{}]
 }
 
-// New returns a plugin; every field of cfg but Metrics is required.
+// New returns a plugin; every field of cfg but Metrics and Checkpoint is
+// required.
 func New(cfg Config) (*Plugin, error) {
 	switch {
 	case cfg.Kind == "" || !strings.Contains(cfg.Kind, "/"):
@@ -80,13 +86,14 @@ func New(cfg Config) (*Plugin, error) {
 		cfg.HostStat = StatHost
 	}
 	return &Plugin{
-		kind:    cfg.Kind,
-		served:  cfg.Resources,
-		auth:    cfg.Authorizer,
-		devices: cfg.Devices,
-		metrics: cfg.Metrics,
-		log:     cfg.Log,
-		stat:    cfg.HostStat,
+		kind:       cfg.Kind,
+		served:     cfg.Resources,
+		auth:       cfg.Authorizer,
+		checkpoint: cfg.Checkpoint,
+		devices:    cfg.Devices,
+		metrics:    cfg.Metrics,
+		log:        cfg.Log,
+		stat:       cfg.HostStat,
 	}, nil
 }
 
@@ -167,8 +174,10 @@ func (p *Plugin) handle(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 	p.metrics.observePodResources(err, time.Since(start))
 	switch {
 	case errors.Is(err, podresources.ErrPodNotFound), errors.Is(err, podresources.ErrContainerNotFound):
-		log.WithError(err).Debug("the kubelet allocated nothing to this container")
-		allocated = nil
+		// Regular init containers are known only to the kubelet checkpoint.
+		if allocated, err = p.checkpointDevices(ctx, pod, ctr, err); err != nil {
+			return nil, resultError, p.fail(pod, ctr, reasonUnconfirmed, err)
+		}
 	case err != nil:
 		return nil, resultError, p.fail(pod, ctr, reasonUnconfirmed, fmt.Errorf("%w: %w", ErrUnconfirmed, err))
 	}

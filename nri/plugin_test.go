@@ -136,7 +136,7 @@ func TestCreateContainer(t *testing.T) {
 			pod:       "nonroot",
 			ctr:       container("app", claims(resI915, cardA), user(1000, 1000)),
 			allocated: map[string]podresourcestest.Container{"app": {resI915: {cardA}}},
-			want:      []node{{"/dev/dri/card1", 226, 1, 1000, 1000}, {"/dev/dri/renderD128", 226, 128, 1000, 1000}},
+			want:      []node{{"/dev/dri/card1", 226, 1, 1000, 44}, {"/dev/dri/renderD128", 226, 128, 1000, renderGID}},
 			wantRules: [][2]int64{{226, 1}, {226, 128}},
 		},
 		"CDI device of our kind the kubelet did not allocate: container fails": {

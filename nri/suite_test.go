@@ -22,6 +22,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
@@ -79,6 +80,13 @@ type rigOption func(*rigConfig)
 
 type rigConfig struct {
 	podResourcesTimeout time.Duration
+	checkpoint          bool
+}
+
+// withCheckpoint gives the plugin a kubelet checkpoint reader of
+// rig.checkpointPath().
+func withCheckpoint() rigOption {
+	return func(c *rigConfig) { c.checkpoint = true }
 }
 
 func withPodResourcesTimeout(d time.Duration) rigOption {
@@ -112,7 +120,7 @@ func newRig(t testing.TB, opts ...rigOption) *rig {
 	r.store = nri.NewSpecStore(filepath.Join(dir, "cdi"), kind,
 		func(string, string) (map[string][]drm.DeviceNode, error) { return specs, nil }, metrics, log)
 	require.NoError(t, r.store.Reload())
-	r.plugin, err = nri.New(nri.Config{
+	pcfg := nri.Config{
 		Kind:       kind,
 		Resources:  served{resI915: true},
 		Authorizer: r.client,
@@ -120,12 +128,20 @@ func newRig(t testing.TB, opts ...rigOption) *rig {
 		Metrics:    metrics,
 		Log:        log,
 		HostStat:   specHost.stat,
-	})
+	}
+	if cfg.checkpoint {
+		pcfg.Checkpoint = kubeletcheckpoint.NewReader(r.checkpointPath(), cfg.podResourcesTimeout)
+	}
+	r.plugin, err = nri.New(pcfg)
 	require.NoError(t, err)
 	// The runtime side logs through logrus' standard logger.
 	logrus.SetLevel(logrus.WarnLevel)
 	return r
 }
+
+// checkpointPath is where a rig made withCheckpoint reads the kubelet's
+// device manager checkpoint.
+func (r *rig) checkpointPath() string { return filepath.Join(r.dir, kubeletcheckpoint.FileName) }
 
 func (r *rig) startRuntime() {
 	r.t.Helper()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
+	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
@@ -26,6 +27,8 @@ func main() {
 	fs.StringVar(&o.podResourcesSocket, "pod-resources-socket", podresources.DefaultSocket, "the kubelet's PodResources socket")
 	fs.DurationVar(&o.podResourcesTimeout, "pod-resources-timeout", podresources.DefaultTimeout,
 		"deadline of one PodResources query; keep it well below the runtime's NRI request timeout (2s)")
+	fs.StringVar(&o.kubeletCheckpoint, "kubelet-checkpoint", kubeletcheckpoint.DefaultPath,
+		"the kubelet device manager's checkpoint, read to authorize regular init containers (PodResources does not report them); empty disables")
 	fs.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "directory of the CDI specs the agent writes")
 	fs.DurationVar(&o.cdiReloadInterval, "cdi-reload-interval", nri.DefaultReloadInterval,
 		"period of the CDI spec reload that backs the directory watch")

@@ -11,6 +11,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
@@ -18,6 +19,7 @@ import (
 type options struct {
 	nriSocket, pluginName, pluginIndex string
 	podResourcesSocket                 string
+	kubeletCheckpoint                  string
 	podResourcesTimeout                time.Duration
 	cdiDir, config, metricsAddr        string
 	cdiReloadInterval                  time.Duration
@@ -52,10 +54,15 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 	if err := store.Reload(); err != nil {
 		log.WithError(err).Warn("CDI specs not (fully) loaded at start")
 	}
-	plugin, err := nri.New(nri.Config{
+	pcfg := nri.Config{
 		Kind: conf.Kind(), Resources: conf, Authorizer: client, Devices: store, Metrics: metrics, Log: log,
 		HostStat: o.hostStat,
-	})
+	}
+	if o.kubeletCheckpoint != "" {
+		// Bounded like a PodResources query: both run while the runtime waits.
+		pcfg.Checkpoint = kubeletcheckpoint.NewReader(o.kubeletCheckpoint, o.podResourcesTimeout)
+	}
+	plugin, err := nri.New(pcfg)
 	if err != nil {
 		return err
 	}
@@ -73,7 +80,7 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 	go func() { watched <- store.Watch(ctx) }()
 
 	log.WithFields(logrus.Fields{"version": version.Version, "cdiKind": conf.Kind(), "cdiDir": o.cdiDir,
-		"podResources": o.podResourcesSocket}).Info("starting")
+		"podResources": o.podResourcesSocket, "kubeletCheckpoint": o.kubeletCheckpoint}).Info("starting")
 	err = plugin.Run(ctx, nri.ConnectConfig{Socket: o.nriSocket, Name: o.pluginName, Index: o.pluginIndex})
 	cancel()
 	return errors.Join(err, <-watched)

@@ -338,6 +338,7 @@ func TestPodSpec(t *testing.T) {
 				args := flags(t, nri.Args)
 				require.Equal(t, v.paths.nriDir+"/nri.sock", args["nri-socket"])
 				require.Equal(t, v.paths.podResourcesDir+"/kubelet.sock", args["pod-resources-socket"])
+				require.Equal(t, v.paths.devicePluginDir+"/kubelet_internal_checkpoint", args["kubelet-checkpoint"])
 				require.Equal(t, v.paths.cdiDir, args["cdi-dir"])
 				require.Equal(t, "/etc/dri-cdi/config.yaml", args["config"])
 				require.Equal(t, ":"+itoa(v.nriPort), args["metrics-addr"])
@@ -466,6 +467,8 @@ func TestSecurityContext(t *testing.T) {
 					v.paths.podResourcesDir: {true, corev1.HostPathDirectory},
 					v.paths.cdiDir:          {true, corev1.HostPathDirectoryOrCreate},
 					"/dev/dri":              {true, corev1.HostPathDirectoryOrCreate},
+					// The kubelet checkpoint, for regular init containers.
+					v.paths.devicePluginDir: {true, corev1.HostPathDirectory},
 				},
 			}
 			if v.kfd {

@@ -91,7 +91,7 @@ func (n *Node) Doctor(ctx context.Context, delivery string) (*DoctorReport, stri
 func (n *Node) containerdVersion(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, n.suite.Tools.Containerd, "--version").Output()
+	out, err := exec.CommandContext(ctx, n.bins().Containerd, "--version").Output()
 	if err != nil {
 		return ""
 	}

@@ -56,6 +56,9 @@ type NodeOptions struct {
 	// AgentArgs and NRIArgs are extra flags.
 	AgentArgs []string
 	NRIArgs   []string
+	// Containerd is the containerd release to run (Containerd22,
+	// Containerd17); "" runs the default build. See containerd.go.
+	Containerd string
 
 	// Set by Suite.StartCluster (cluster.go) for a node that registers
 	// with an API server: prepare runs before containerd starts,
@@ -140,6 +143,9 @@ func (s *Suite) StartNode(ctx context.Context, log Logger, opts NodeOptions) (n 
 		n.RuntimeCDIDir = filepath.Join(dir, "runtime-cdi")
 	}
 	if err := preflight(); err != nil {
+		return nil, err
+	}
+	if _, err := s.containerdBins(opts.Containerd); err != nil {
 		return nil, err
 	}
 	n.state = &nodeState{Dir: dir, CgroupRoot: n.cgroupRoot, ContainerdSock: n.ContainerdSocket}
@@ -356,7 +362,7 @@ state = ` + q(filepath.Join(n.Dir, "containerd", "state")) + `
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      runtime_path = ` + q(n.suite.Tools.Shim) + `
+      runtime_path = ` + q(n.bins().Shim) + `
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         BinaryName = ` + q(runc) + `
         Root = ` + q(filepath.Join(n.runDir, "runc")) + `
@@ -383,16 +389,17 @@ func (n *Node) StartContainerd(ctx context.Context) error {
 		}
 	}
 	cfg := filepath.Join(n.Dir, "containerd.toml")
-	if err := os.WriteFile(cfg, []byte(n.containerdConfig()), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(n.runtimeConfig()), 0o644); err != nil {
 		return err
 	}
-	path := "PATH=" + filepath.Dir(n.suite.Tools.Containerd) + ":" + os.Getenv("PATH")
-	p, err := startProc("containerd", n.logPath("containerd"), n.pidDir(), []string{path}, n.suite.Tools.Containerd, "--config", cfg)
+	bins := n.bins()
+	path := "PATH=" + filepath.Dir(bins.Containerd) + ":" + os.Getenv("PATH")
+	p, err := startProc("containerd", n.logPath("containerd"), n.pidDir(), []string{path}, bins.Containerd, "--config", cfg)
 	if err != nil {
 		return err
 	}
 	n.containerd = p
-	n.log.Logf("containerd started (pid %d)", p.cmd.Process.Pid)
+	n.log.Logf("containerd %s started (pid %d)", n.containerdVersion(ctx), p.cmd.Process.Pid)
 	err = poll(ctx, 60*time.Second, func() (bool, error) {
 		if !p.running() {
 			return false, fmt.Errorf("containerd exited: %v\n%s", p.err, p.tail(3000))

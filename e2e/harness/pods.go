@@ -134,8 +134,19 @@ func (n *Node) DeletePod(ctx context.Context, name string) error {
 		return err
 	}
 	for _, id := range strings.Fields(out) {
-		if _, err := n.Crictl(ctx, "rmp", "-f", id); err != nil {
-			return err
+		// The kubelet may be removing the pod's containers at the same
+		// time ("already in removing state"): retry until the sandbox is
+		// gone.
+		var rmErr error
+		err := poll(ctx, 30*time.Second, func() (bool, error) {
+			if _, rmErr = n.Crictl(ctx, "rmp", "-f", id); rmErr == nil {
+				return true, nil
+			}
+			left, err := n.Crictl(ctx, "pods", "-q", "--id", id)
+			return err == nil && strings.TrimSpace(left) == "", nil
+		})
+		if err != nil {
+			return fmt.Errorf("pod %s: remove sandbox %s: %w (last error: %v)", name, id, err, rmErr)
 		}
 	}
 	return nil
@@ -320,7 +331,7 @@ func (n *Node) crictl(ctx context.Context, args ...string) (stdout, stderr strin
 func (n *Node) Ctr(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, n.suite.Tools.Ctr, append([]string{"--address", n.ContainerdSocket}, args...)...)
+	cmd := exec.CommandContext(ctx, n.bins().Ctr, append([]string{"--address", n.ContainerdSocket}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("ctr %s: %w", strings.Join(args, " "), err)

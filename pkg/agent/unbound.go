@@ -1,67 +1,37 @@
 package agent
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 )
 
-// CheckpointName is the kubelet's device manager checkpoint in the
-// device-plugins dir. It survives kubelet and agent restarts.
-const CheckpointName = "kubelet_internal_checkpoint"
-
-// maxCheckpoint bounds how much of the checkpoint is read.
-const maxCheckpoint = 16 << 20
-
-// checkpoint is the part of the kubelet's device manager checkpoint
-// (pkg/kubelet/cm/devicemanager/checkpoint, v1.37: {"Data":
-// {"PodDeviceEntries": [...], "RegisteredDevices": {...}}, "Checksum"})
-// that tells which device IDs are allocated under which resource.
-type checkpoint struct {
-	Data struct {
-		PodDeviceEntries []struct {
-			ResourceName string
-			DeviceIDs    map[string][]string // NUMA node -> device IDs
-		}
-	}
-}
-
-// allocatedCards reads the kubelet checkpoint in dir and returns, for
-// every card allocated to some container under a resource served
-// reports true for, that resource. A missing checkpoint holds nothing.
+// allocatedCards reads the kubelet's device manager checkpoint in dir
+// and returns, for every card allocated to some container under a
+// resource served reports true for, that resource. A missing checkpoint
+// holds nothing.
 func allocatedCards(dir string, served func(string) bool) (map[string]string, error) {
-	p := filepath.Join(dir, CheckpointName)
-	f, err := os.Open(p)
+	cp, err := kubeletcheckpoint.ReadFile(filepath.Join(dir, kubeletcheckpoint.FileName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read kubelet checkpoint %s: %w", p, err)
-	}
-	defer f.Close()
-	var cp checkpoint
-	if err := json.NewDecoder(io.LimitReader(f, maxCheckpoint)).Decode(&cp); err != nil {
-		return nil, fmt.Errorf("parse kubelet checkpoint %s: %w", p, err)
+		return nil, err
 	}
 	out := map[string]string{}
-	for _, e := range cp.Data.PodDeviceEntries {
+	for _, e := range cp.Entries {
 		if !served(e.ResourceName) {
 			continue
 		}
-		for _, ids := range e.DeviceIDs {
-			for _, id := range ids {
-				if card := alloc.CardID(id); card != "" && alloc.ValidCardID(card) == nil {
-					out[card] = e.ResourceName
-				}
+		for _, id := range e.DeviceIDs {
+			if card := alloc.CardID(id); card != "" && alloc.ValidCardID(card) == nil {
+				out[card] = e.ResourceName
 			}
 		}
 	}

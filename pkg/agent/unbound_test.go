@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 )
 
 // writeCheckpoint writes a kubelet device manager checkpoint in the
@@ -28,7 +29,7 @@ func writeCheckpoint(t *testing.T, dir string, allocs map[string][]string) {
 	data := map[string]any{"Data": map[string]any{"PodDeviceEntries": entries, "RegisteredDevices": map[string][]string{}}, "Checksum": 1}
 	b, err := jsonMarshal(data)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, CheckpointName), b, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, kubeletcheckpoint.FileName), b, 0o600))
 }
 
 // pciDevice creates <sysfs>/devices/.../<id> and the bus link to it.
@@ -115,9 +116,9 @@ func TestSeedUnboundCheckpointErrors(t *testing.T) {
 	seeded, err := r.SeedUnbound(dir, t.TempDir())
 	require.NoError(t, err, "no checkpoint: nothing to seed")
 	require.Empty(t, seeded)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, CheckpointName), []byte("{garbage"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, kubeletcheckpoint.FileName), []byte("{garbage"), 0o600))
 	_, err = r.SeedUnbound(dir, t.TempDir())
-	require.ErrorContains(t, err, "parse kubelet checkpoint "+filepath.Join(dir, CheckpointName))
+	require.ErrorContains(t, err, "kubelet checkpoint "+filepath.Join(dir, kubeletcheckpoint.FileName))
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

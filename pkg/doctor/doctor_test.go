@@ -207,6 +207,43 @@ func TestCheck(t *testing.T) {
 			want:        map[string]Status{"containerd.cdi": OK, "containerd.cdi_spec_dirs": OK, "containerd.nri": OK},
 			recommended: DeliveryCDICRI,
 		},
+		"containerd 1.7 with NRI enabled: nri mode": {
+			node:        node{config: "containerd17-v2-nri-on.toml", version: "containerd github.com/containerd/containerd v1.7.35 abc", cgroup: "v2", delivery: DeliveryNRI},
+			want:        map[string]Status{"containerd.version": OK, "containerd.cdi": Warn, "containerd.nri": OK, "delivery": OK},
+			wantIn:      map[string]string{"containerd.version": "supplementalGroups", "containerd.cdi": "off by default in containerd 1.7"},
+			recommended: DeliveryNRI,
+		},
+		"containerd 1.7 with NRI enabled, cdi-cri mode: nri recommended": {
+			node:        node{config: "containerd17-v2-nri-on.toml", version: "1.7.35", cgroup: "v2"},
+			want:        map[string]Status{"containerd.version": OK, "containerd.cdi": Fail, "delivery": Warn},
+			wantIn:      map[string]string{"delivery": "--delivery nri"},
+			failed:      true,
+			recommended: DeliveryNRI,
+		},
+		"containerd 1.6 has no NRI": {
+			node:        node{config: "containerd16-v2.toml", version: "v1.6.38", cgroup: "v2", delivery: DeliveryNRI},
+			want:        map[string]Status{"containerd.version": Fail, "delivery": Warn},
+			wantIn:      map[string]string{"containerd.version": "no NRI", "delivery": "device-specs"},
+			failed:      true,
+			recommended: DeliveryDeviceSpecs,
+		},
+		"containerd 2.2 (k3s 1.33-1.35): cdi-cri": {
+			node:        node{config: "v3-containerd2.toml", version: "containerd github.com/containerd/containerd/v2 v2.2.9 abc", cgroup: "v2"},
+			want:        map[string]Status{"containerd.version": OK, "containerd.cdi": OK, "containerd.nri": OK, "delivery": OK},
+			wantIn:      map[string]string{"containerd.version": "Container.CDIDevices came with 2.3"},
+			recommended: DeliveryCDICRI,
+		},
+		"containerd 2.2 whose cdi_spec_dirs lack ours: nri": {
+			node:        node{config: "cdi-dir-not-listed.toml", version: "2.2.9", cgroup: "v2", delivery: DeliveryNRI},
+			want:        map[string]Status{"containerd.version": OK, "containerd.cdi_spec_dirs": Warn, "delivery": OK},
+			recommended: DeliveryNRI,
+		},
+		"containerd 2.4": {
+			node:        node{config: "v3-containerd2.toml", version: "2.4.2", cgroup: "v2"},
+			want:        map[string]Status{"containerd.version": OK, "delivery": OK},
+			wantIn:      map[string]string{"containerd.version": "passes the resolved CDI names"},
+			recommended: DeliveryCDICRI,
+		},
 		"containerd 2.4 ignores enable_cdi": {
 			node:        node{config: "v3-enable-cdi-false.toml", version: "containerd github.com/containerd/containerd/v2 v2.4.2 abc", cgroup: "v2"},
 			want:        map[string]Status{"containerd.cdi": Warn, "delivery": OK},

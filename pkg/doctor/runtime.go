@@ -69,8 +69,12 @@ func (d *doctor) checkContainerd() runtimeState {
 		d.add("containerd.config", OK, msg, "")
 		d.checkK3sTemplate(path, cfg.Version)
 	}
+	hasNRI := d.checkVersion(ver)
 	st.cdi = d.checkCDI(cfg, ver)
 	st.nri = d.checkNRI(cfg, ver)
+	if !hasNRI {
+		st.nri = no
+	}
 	return st
 }
 

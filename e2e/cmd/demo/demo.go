@@ -48,7 +48,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 
 	say.say("dri-cdi demo: a real kubelet, containerd and runc on this machine, with a fake GPU.")
 	say.say("")
-	say.say("[1/4] Setting up a node on private paths")
+	say.say("[1/5] Setting up a node on private paths")
 	if harness.LockBusy(harness.LockPath) {
 		say.say("      another e2e run holds %s; waiting for it to finish", harness.LockPath)
 	}
@@ -60,7 +60,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	defer stopSignals()
 	defer func() {
 		say.say("")
-		say.say("[4/4] Cleaning up: pods, dri-cdi, kubelet, containerd, shims, mounts, cgroups")
+		say.say("[5/5] Cleaning up: pods, dri-cdi, kubelet, containerd, shims, mounts, cgroups")
 		if cerr := suite.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -83,7 +83,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	say.say("      these are real device nodes (mknod); no GPU driver serves those numbers here.")
 
 	say.say("")
-	say.say("[2/4] The bug: a pod mounts /dev/dri as a hostPath and runs: %s", script)
+	say.say("[2/5] The bug: a pod mounts /dev/dri as a hostPath and runs: %s", script)
 	bug := harness.PodSpec{Name: "hostpath-gpu", HostPathDRI: true, Script: script}
 	if err := showPod(ctx, say, node, bug, render, harness.EPERM); err != nil {
 		return err
@@ -92,7 +92,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	say.say("      asked for. A hostPath is only a mount; it grants nothing.")
 
 	say.say("")
-	say.say("[3/4] The fix: dri-cdi advertises the GPU as %s; the pod requests one", resource)
+	say.say("[3/5] The fix: dri-cdi advertises the GPU as %s; the pod requests one", resource)
 	if _, err := node.WaitAllocatable(ctx, resource, 1, 90*time.Second); err != nil {
 		return err
 	}
@@ -129,6 +129,62 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	say.say("      ENXIO: the device cgroup ALLOWED the open and the kernel looked for a driver for")
 	say.say("      226:%d. This machine has none, so ENXIO is the success signal here; on a node with", gpu.Render)
 	say.say("      a real GPU the same open succeeds.")
+
+	say.say("")
+	say.say("[4/5] The real workload: a media-server image starts as root, joins the render node's")
+	say.say("      group and drops to uid 1000 with su, as pms-docker's init does")
+	if err := node.DeletePod(ctx, fix.Name); err != nil {
+		return err
+	}
+	return showDrop(ctx, say, node, render)
+}
+
+// showDrop runs the root-start-then-drop pod and prints what it saw: the
+// node's owner as root, the user's groups after su, and the open as uid
+// 1000. The host's group, no gid 0 and ENXIO are required.
+func showDrop(ctx context.Context, say narrator, node *harness.Node, render string) error {
+	p := harness.PodSpec{Name: "media-server", Resources: map[string]int64{resource: 1}, Script: harness.RootStartThenDrop(render)}
+	y, err := node.ManifestYAML(p)
+	if err != nil {
+		return err
+	}
+	say.say("      static pod manifest:")
+	say.block(y)
+	if err := node.CreatePod(ctx, p); err != nil {
+		return err
+	}
+	out, err := node.WaitOutput(ctx, p.Name, harness.ProbeDone, 120*time.Second)
+	if err != nil {
+		return err
+	}
+	get := func(key string) string {
+		for _, line := range strings.Split(out, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), key+" "); ok {
+				return strings.TrimSpace(rest)
+			}
+		}
+		return ""
+	}
+	owner, uid, groups := get("NODE"), get("UID"), strings.Fields(get("GROUPS"))
+	probe, err := harness.ParseProbe(out, render)
+	if err != nil {
+		return err
+	}
+	say.say("      as root, before the drop: %s is %s (uid:gid mode), the host node's group", render, owner)
+	say.say("      after su to uid %s: groups %s", uid, strings.Join(groups, " "))
+	say.say("      uid %s opens %s: %s", uid, render, probe.Message)
+	hostGID := strings.TrimPrefix(strings.Fields(owner + " ")[0], "0:")
+	switch {
+	case uid != "1000":
+		return fmt.Errorf("pod %s: want uid 1000 after su, got %q", p.Name, uid)
+	case slices.Contains(groups, "0"):
+		return fmt.Errorf("pod %s: the user joined gid 0 (groups %v): the node was root:root inside the container", p.Name, groups)
+	case hostGID == "0" || !slices.Contains(groups, hostGID):
+		return fmt.Errorf("pod %s: the user is not in the host node's group (node %s, groups %v)", p.Name, owner, groups)
+	case probe.Errno != harness.ENXIO:
+		return fmt.Errorf("pod %s: want ENXIO as uid 1000, the open gave %q", p.Name, probe.Message)
+	}
+	say.say("      => ENXIO as uid 1000, through the host's group; gid 0 was never handed out")
 	return nil
 }
 

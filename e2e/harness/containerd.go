@@ -1,0 +1,127 @@
+package harness
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// containerd releases the workload scenarios run on besides the default
+// one in $DRI_CDI_E2E_CACHE/bin. e2e/tools/install.sh builds each into
+// $DRI_CDI_E2E_CACHE/containerd-<version>/.
+const (
+	// Containerd22 is what k3s 1.33-1.35 ship: CDI on, NRI on, and no
+	// Container.CDIDevices in NRI (that came with 2.3).
+	Containerd22 = "v2.2.9"
+	// Containerd17 is what older k3s and many distributions ship: NRI and
+	// CDI off by default, config version 2.
+	Containerd17 = "v1.7.35"
+)
+
+// ContainerdBins are the containerd binaries of one node.
+type ContainerdBins struct {
+	// Version is the release, "" for the default build in bin/.
+	Version    string
+	Containerd string
+	Shim       string
+	Ctr        string
+}
+
+// containerdBins returns the binaries of version ("" is the suite's
+// default) and checks they are there.
+func (s *Suite) containerdBins(version string) (ContainerdBins, error) {
+	if version == "" {
+		return ContainerdBins{Containerd: s.Tools.Containerd, Shim: s.Tools.Shim, Ctr: s.Tools.Ctr}, nil
+	}
+	if !strings.HasPrefix(version, "v1.") && !strings.HasPrefix(version, "v2.") {
+		return ContainerdBins{}, fmt.Errorf("containerd version %q: want v1.x.y or v2.x.y", version)
+	}
+	dir := filepath.Join(envOr(EnvCache, DefaultCache), "containerd-"+version)
+	b := ContainerdBins{
+		Version:    version,
+		Containerd: filepath.Join(dir, "containerd"),
+		Shim:       filepath.Join(dir, "containerd-shim-runc-v2"),
+		Ctr:        filepath.Join(dir, "ctr"),
+	}
+	for _, p := range []string{b.Containerd, b.Shim, b.Ctr} {
+		if err := executable(p); err != nil {
+			return b, fmt.Errorf("containerd %s: %w (run `make e2e-tools` as root)", version, err)
+		}
+	}
+	return b, nil
+}
+
+// bins returns the node's containerd binaries; StartNode has checked
+// them.
+func (n *Node) bins() ContainerdBins {
+	b, err := n.suite.containerdBins(n.opts.Containerd)
+	if err != nil {
+		// Unreachable after StartNode; fall back to names that fail
+		// loudly when run.
+		return ContainerdBins{Version: n.opts.Containerd, Containerd: b.Containerd, Shim: b.Shim, Ctr: b.Ctr}
+	}
+	return b
+}
+
+// runtimeConfig is the node's containerd config, in the version its
+// containerd reads.
+func (n *Node) runtimeConfig() string {
+	if strings.HasPrefix(n.opts.Containerd, "v1.") {
+		return n.containerdConfigV2()
+	}
+	return n.containerdConfig()
+}
+
+// containerdConfigV2 is containerdConfig for containerd 1.7: config
+// version 2, the CRI plugin as "io.containerd.grpc.v1.cri", the sandbox
+// image as sandbox_image, CNI's bin_dir, and NRI switched on (1.7 has it
+// off). CDI stays off, as 1.7 ships it: dri-cdi runs there in nri mode.
+// The runc wrapper, runc root and cgroupfs settings are those of the
+// version 3 config.
+func (n *Node) containerdConfigV2() string {
+	runc := n.suite.Tools.Runc
+	if n.suite.OOMClamp {
+		runc = filepath.Join(n.runDir, "bin", "runc")
+	}
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	return `version = 2
+root = ` + q(filepath.Join(n.Dir, "containerd", "root")) + `
+state = ` + q(filepath.Join(n.Dir, "containerd", "state")) + `
+
+[grpc]
+  address = ` + q(n.ContainerdSocket) + `
+
+[ttrpc]
+  address = ` + q(n.ContainerdSocket+".ttrpc") + `
+
+[debug]
+  level = "info"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = ` + q(filepath.Join(n.Dir, "containerd", "opt")) + `
+
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  socket_path = ` + q(n.NRISocket) + `
+  plugin_path = ` + q(filepath.Join(n.Dir, "nri", "plugins")) + `
+  plugin_config_path = ` + q(filepath.Join(n.Dir, "nri", "conf.d")) + `
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = ` + q(PauseImage) + `
+  enable_cdi = false
+  cdi_spec_dirs = [` + q(n.RuntimeCDIDir) + `]
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      runtime_path = ` + q(n.bins().Shim) + `
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = ` + q(runc) + `
+        Root = ` + q(filepath.Join(n.runDir, "runc")) + `
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = ` + q(filepath.Join(n.Dir, "cni", "bin")) + `
+    conf_dir = ` + q(filepath.Join(n.Dir, "cni", "net.d")) + `
+`
+}
