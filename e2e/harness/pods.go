@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 )
@@ -360,37 +359,7 @@ type Container struct {
 
 // PodContainer returns the newest container of the pod's main container.
 func (n *Node) PodContainer(ctx context.Context, podName string) (*Container, error) {
-	full := podName + "-" + NodeName
-	out, err := n.Crictl(ctx, "ps", "-a", "-o", "json", "--label", "io.kubernetes.pod.name="+full, "--label", "io.kubernetes.container.name="+ContainerName)
-	if err != nil {
-		return nil, err
-	}
-	var list struct {
-		Containers []struct {
-			ID           string `json:"id"`
-			PodSandboxID string `json:"podSandboxId"`
-			Metadata     struct {
-				Name    string `json:"name"`
-				Attempt int    `json:"attempt"`
-			} `json:"metadata"`
-			State     string `json:"state"`
-			CreatedAt string `json:"createdAt"`
-		} `json:"containers"`
-	}
-	if err := json.Unmarshal([]byte(out), &list); err != nil {
-		return nil, fmt.Errorf("parse crictl ps: %w", err)
-	}
-	if len(list.Containers) == 0 {
-		return nil, fmt.Errorf("pod %s: %w", podName, ErrNoContainer)
-	}
-	var cs []Container
-	for _, c := range list.Containers {
-		var created int64
-		fmt.Sscan(c.CreatedAt, &created)
-		cs = append(cs, Container{ID: c.ID, Attempt: c.Metadata.Attempt, State: c.State, Created: created, PodID: c.PodSandboxID, Name: c.Metadata.Name, PodName: full})
-	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].Created > cs[j].Created })
-	return &cs[0], nil
+	return n.NamedContainer(ctx, podName, ContainerName)
 }
 
 // ErrNoContainer means the pod has no container (yet).
@@ -402,30 +371,10 @@ func (n *Node) Logs(ctx context.Context, containerID string) (string, error) {
 	return stdout + stderr, err
 }
 
-// WaitOutput waits until the pod's container printed a line containing
-// marker, and returns its whole output.
+// WaitOutput waits until the pod's main container printed a line
+// containing marker, and returns its whole output.
 func (n *Node) WaitOutput(ctx context.Context, podName, marker string, timeout time.Duration) (string, error) {
-	var out string
-	err := poll(ctx, timeout, func() (bool, error) {
-		c, err := n.PodContainer(ctx, podName)
-		if err != nil {
-			return false, nil
-		}
-		o, err := n.Logs(ctx, c.ID)
-		if err != nil {
-			return false, nil
-		}
-		out = o
-		return strings.Contains(o, marker), nil
-	})
-	if err != nil {
-		status := ""
-		if pods, perr := n.Pods(ctx); perr == nil {
-			status = pods[podName+"-"+NodeName].Describe()
-		}
-		return out, fmt.Errorf("pod %s: no %q in output: %w (output %q; status %s)", podName, marker, err, out, status)
-	}
-	return out, nil
+	return n.WaitContainerOutput(ctx, podName, ContainerName, marker, timeout)
 }
 
 // Exec runs a command in a running container and returns its output,

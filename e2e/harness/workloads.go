@@ -123,7 +123,7 @@ func (n *Node) CreateWorkload(ctx context.Context, p WorkloadPod) error {
 }
 
 // NamedContainer returns the newest CRI container named container of the
-// pod (PodContainer is this for the harness's single-container pods).
+// pod (PodContainer is this for the pods' main container).
 func (n *Node) NamedContainer(ctx context.Context, podName, container string) (*Container, error) {
 	full := podName + "-" + NodeName
 	out, err := n.Crictl(ctx, "ps", "-a", "-o", "json", "--label", "io.kubernetes.pod.name="+full, "--label", "io.kubernetes.container.name="+container)
