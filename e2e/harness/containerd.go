@@ -84,22 +84,7 @@ func (n *Node) containerdConfigV2() string {
 		runc = filepath.Join(n.runDir, "bin", "runc")
 	}
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
-	return `version = 2
-root = ` + q(filepath.Join(n.Dir, "containerd", "root")) + `
-state = ` + q(filepath.Join(n.Dir, "containerd", "state")) + `
-
-[grpc]
-  address = ` + q(n.ContainerdSocket) + `
-
-[ttrpc]
-  address = ` + q(n.ContainerdSocket+".ttrpc") + `
-
-[debug]
-  level = "info"
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = ` + q(filepath.Join(n.Dir, "containerd", "opt")) + `
-
+	return n.containerdConfigHead(2) + `
 [plugins."io.containerd.nri.v1.nri"]
   disable = false
   socket_path = ` + q(n.NRISocket) + `

@@ -319,14 +319,12 @@ func (n *Node) pidDir() string             { return filepath.Join(n.Dir, "pids")
 
 // ---- containerd ----
 
-func (n *Node) containerdConfig() string {
-	runc := n.suite.Tools.Runc
-	if n.suite.OOMClamp {
-		runc = filepath.Join(n.runDir, "bin", "runc")
-	}
+// containerdConfigHead is the part of containerd's config that every
+// config version spells the same: its private root, state, sockets, log
+// level and opt dir, under "version = <version>".
+func (n *Node) containerdConfigHead(version int) string {
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
-	return `version = 3
-root = ` + q(filepath.Join(n.Dir, "containerd", "root")) + `
+	return fmt.Sprintf("version = %d\n", version) + `root = ` + q(filepath.Join(n.Dir, "containerd", "root")) + `
 state = ` + q(filepath.Join(n.Dir, "containerd", "state")) + `
 
 [grpc]
@@ -340,7 +338,16 @@ state = ` + q(filepath.Join(n.Dir, "containerd", "state")) + `
 
 [plugins."io.containerd.internal.v1.opt"]
   path = ` + q(filepath.Join(n.Dir, "containerd", "opt")) + `
+`
+}
 
+func (n *Node) containerdConfig() string {
+	runc := n.suite.Tools.Runc
+	if n.suite.OOMClamp {
+		runc = filepath.Join(n.runDir, "bin", "runc")
+	}
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	return n.containerdConfigHead(3) + `
 [plugins."io.containerd.nri.v1.nri"]
   disable = false
   socket_path = ` + q(n.NRISocket) + `
