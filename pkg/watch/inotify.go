@@ -114,37 +114,47 @@ func wanted(dir string) string {
 	}
 }
 
+// maxRefreshRounds bounds refresh's loop: each round can only move a
+// watch deeper towards a target, so the depth of the paths bounds it.
+const maxRefreshRounds = 32
+
 // refresh makes the watch set match what exists now and reports whether
-// it changed.
+// it changed. A directory created between the Stat that chose a parent
+// and the watch on that parent sends that parent no event, so after
+// adding watches it looks again, until the wanted set stays the same.
+// Anything created later is reported by a watch that already exists.
 func (w *DirWatcher) refresh() (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	want := map[string]bool{}
-	for _, d := range w.dirs {
-		want[wanted(d)] = true
-	}
 	changed := false
 	var errs []error
-	for p := range want {
-		wd, err := unix.InotifyAddWatch(w.fd, p, dirMask)
-		if err != nil {
-			// It may have vanished since the Stat; the next event or
-			// resync tries again.
-			errs = append(errs, fmt.Errorf("inotify watch %s: %w", p, err))
-			continue
+	for round := 0; round < maxRefreshRounds; round++ {
+		want := w.wantedSet()
+		errs = errs[:0]
+		for p := range want {
+			wd, err := unix.InotifyAddWatch(w.fd, p, dirMask)
+			if err != nil {
+				// It may have vanished since the Stat; the next event or
+				// resync tries again.
+				errs = append(errs, fmt.Errorf("inotify watch %s: %w", p, err))
+				continue
+			}
+			if old, ok := w.byPath[p]; !ok || old != int32(wd) {
+				changed = true
+			}
+			w.watches[int32(wd)] = p
+			w.byPath[p] = int32(wd)
 		}
-		if old, ok := w.byPath[p]; !ok || old != int32(wd) {
-			changed = true
+		for p, wd := range w.byPath {
+			if !want[p] {
+				_, _ = unix.InotifyRmWatch(w.fd, uint32(wd))
+				delete(w.byPath, p)
+				delete(w.watches, wd)
+				changed = true
+			}
 		}
-		w.watches[int32(wd)] = p
-		w.byPath[p] = int32(wd)
-	}
-	for p, wd := range w.byPath {
-		if !want[p] {
-			_, _ = unix.InotifyRmWatch(w.fd, uint32(wd))
-			delete(w.byPath, p)
-			delete(w.watches, wd)
-			changed = true
+		if maps.Equal(want, w.wantedSet()) {
+			break
 		}
 	}
 	if len(errs) > 0 && len(w.byPath) == 0 {
@@ -154,6 +164,15 @@ func (w *DirWatcher) refresh() (bool, error) {
 		w.log.WithError(e).Debug("watch not added")
 	}
 	return changed, nil
+}
+
+// wantedSet is the set of paths to watch now, one per target.
+func (w *DirWatcher) wantedSet() map[string]bool {
+	want := map[string]bool{}
+	for _, d := range w.dirs {
+		want[wanted(d)] = true
+	}
+	return want
 }
 
 // isTarget reports whether p is one of the directories asked for (as
