@@ -214,12 +214,16 @@ main() {
 	command -v go >/dev/null || { echo "go is not on PATH" >&2; exit 1; }
 	mkdir -p "$CACHE/bin"
 	install_apt
+	# all (the default): every tool; node: only what one real node needs
+	# (kubelet, containerd $CONTAINERD_VERSION, runc, crictl), as make demo
+	# does; cluster: the control plane, etcd, CNI, helm, kustomize; or one
+	# tool by name.
 	local which=${1:-all}
 	case $which in
-	all | kubelet) build kubelet "$KUBELET_VERSION" build_kubelet ;;
+	all | node | kubelet) build kubelet "$KUBELET_VERSION" build_kubelet ;;
 	esac
 	case $which in
-	all | containerd) build containerd "$CONTAINERD_VERSION" build_containerd ;;
+	all | node | containerd) build containerd "$CONTAINERD_VERSION" build_containerd ;;
 	esac
 	case $which in
 	all | containerd | containerd-extra)
@@ -227,10 +231,10 @@ main() {
 		;;
 	esac
 	case $which in
-	all | runc) build runc "$RUNC_VERSION" build_runc ;;
+	all | node | runc) build runc "$RUNC_VERSION" build_runc ;;
 	esac
 	case $which in
-	all | crictl) build crictl "$CRICTL_VERSION" build_crictl ;;
+	all | node | crictl) build crictl "$CRICTL_VERSION" build_crictl ;;
 	esac
 	case $which in
 	all | cluster | k8s-controlplane) build k8s-controlplane "$KUBELET_VERSION" build_controlplane ;;
