@@ -12,12 +12,14 @@ import (
 
 	"sigs.k8s.io/yaml"
 	"tags.cncf.io/container-device-interface/pkg/parser"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
 )
 
 const (
-	// DefaultKind is the CDI kind used when the config sets none. It
-	// equals cdi.DefaultKind.
-	DefaultKind = "dri-cdi.dev/gpu"
+	// DefaultKind is the CDI kind used when the config sets none: the
+	// one defined by package cdi, so the two cannot drift apart.
+	DefaultKind = cdi.DefaultKind
 	// DefaultPoolPrefix starts the resource name of every default pool:
 	// dri-cdi.dev/<driver>.
 	DefaultPoolPrefix = "dri-cdi.dev/"

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
 )
 
 // Status is the outcome of one check.
@@ -91,7 +93,7 @@ func DefaultOptions() Options {
 	return Options{
 		Root:               "/",
 		CDIDir:             "/var/run/cdi",
-		CDIKind:            "dri-cdi.dev/gpu",
+		CDIKind:            cdi.DefaultKind,
 		KubeletDir:         "/var/lib/kubelet/device-plugins",
 		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
 		NRISocket:          "/var/run/nri/nri.sock",
