@@ -13,6 +13,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -20,7 +21,8 @@ const (
 	// DefaultKind is the CDI kind ("<vendor>/<class>") of dri-cdi's devices.
 	DefaultKind = "dri-cdi.dev/gpu"
 	// AllDevice names the device that holds the nodes of every card.
-	AllDevice = "all"
+	// It is alloc.AllDevice, the name no card ID may take.
+	AllDevice = alloc.AllDevice
 	// FileExt is the extension of every spec file dri-cdi writes. The CDI
 	// library only loads files ending in .yaml or .json.
 	FileExt = ".yaml"

@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
@@ -169,7 +170,7 @@ func FuzzAuthorize(f *testing.F) {
 			require.True(t, slices.IsSorted(dec.cards))
 			require.Equal(t, len(dec.cards), len(slices.Compact(slices.Clone(dec.cards))), "duplicate cards %v", dec.cards)
 			for _, c := range dec.cards {
-				require.NotEqual(t, allDevice, c)
+				require.NotEqual(t, cdi.AllDevice, c)
 				require.NoError(t, alloc.ValidCardID(c))
 				require.True(t, allowed[c], "card %q given but not allocated (%v)", c, allocated)
 				require.True(t, asked[c], "card %q given but not asked for", c)
@@ -189,7 +190,7 @@ func FuzzAuthorize(f *testing.F) {
 		for _, d := range adj.GetLinux().GetDevices() {
 			card, ok := strings.CutPrefix(d.GetPath(), fzNodePrefix)
 			require.True(t, ok, "injected %s, not a node of our source", d.GetPath())
-			require.NotEqual(t, allDevice, card)
+			require.NotEqual(t, cdi.AllDevice, card)
 			require.True(t, allowed[card], "injected card %q, not allocated (%v)", card, allocated)
 			require.True(t, asked[card], "injected card %q, not asked for", card)
 		}

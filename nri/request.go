@@ -8,12 +8,9 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 )
-
-// allDevice is the CDI device of our kind that stands for every card. The
-// device plugin never allocates it.
-const allDevice = "all"
 
 var (
 	// ErrBadRequest is wrapped when a container's allocation annotation or
@@ -71,7 +68,7 @@ func parseRequest(c *api.Container, kind string, served ResourceFilter) (request
 		if !ok {
 			continue
 		}
-		if name != allDevice {
+		if name != cdi.AllDevice {
 			if err := alloc.ValidCardID(name); err != nil {
 				return request{}, fmt.Errorf("%w: CDI device %q: %w", ErrBadRequest, truncate(qualified), err)
 			}
@@ -126,7 +123,7 @@ func authorize(req request, allocated map[string][]string, served ResourceFilter
 		}
 		for _, id := range ids {
 			card := alloc.CardID(id)
-			if card == "" || card == allDevice {
+			if card == "" || card == cdi.AllDevice {
 				continue
 			}
 			if allowed[res] == nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 )
 
@@ -219,7 +220,7 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		for _, c := range req.cdiCards {
-			if c != allDevice {
+			if c != cdi.AllDevice {
 				require.NoError(t, alloc.ValidCardID(c))
 			}
 			require.False(t, strings.Contains(c, "/"))

@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
@@ -98,7 +99,7 @@ func (s *SpecStore) Reload() error {
 	}
 	cards := make(map[string][]drm.DeviceNode, len(m))
 	for id, nodes := range m {
-		if id == allDevice {
+		if id == cdi.AllDevice {
 			continue // never allocated, never injected
 		}
 		own := make([]drm.DeviceNode, len(nodes))

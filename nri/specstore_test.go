@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -86,12 +87,12 @@ func TestSpecStoreReload(t *testing.T) {
 
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	writeSpec(t, dir, cardA, testSource[cardA])
-	writeSpec(t, dir, allDevice, append(append([]drm.DeviceNode{}, testSource[cardA]...), testSource[cardB]...))
+	writeSpec(t, dir, cdi.AllDevice, append(append([]drm.DeviceNode{}, testSource[cardA]...), testSource[cardB]...))
 	require.NoError(t, s.Reload())
 	nodes, ok := s.Nodes(cardA)
 	require.True(t, ok)
 	require.Equal(t, testSource[cardA], nodes)
-	_, ok = s.Nodes(allDevice)
+	_, ok = s.Nodes(cdi.AllDevice)
 	require.False(t, ok, "the all device is never injected")
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.specCards))
 

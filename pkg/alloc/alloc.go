@@ -16,8 +16,9 @@ const (
 	// replicaSep separates a card ID from its replica index. Card IDs
 	// (PCI addresses, platform device names) never contain it.
 	replicaSep = "::"
-	// reservedID is the CDI device name that holds every card.
-	reservedID = "all"
+	// AllDevice is the CDI device name that holds every card, so no card
+	// may have it as its ID. Package cdi and the NRI plugin use this name.
+	AllDevice = "all"
 	// maxKeyName is the longest name part of an annotation key.
 	maxKeyName = 63
 )
@@ -68,7 +69,7 @@ func ValidCardID(s string) error {
 	if s == "" {
 		return errors.New("empty card ID")
 	}
-	if s == reservedID {
+	if s == AllDevice {
 		return fmt.Errorf("card ID %q is reserved for the CDI device that holds every card", s)
 	}
 	if len(s) > 128 {

@@ -9,9 +9,11 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"golang.org/x/sys/unix"
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
 func (d *doctor) checkKubelet() {
@@ -163,7 +165,7 @@ func (d *doctor) checkSpecs(cards []drm.Card) {
 	}
 	var stale []string
 	for name := range devices {
-		if name != "all" && !byID[name] {
+		if name != cdi.AllDevice && !byID[name] {
 			stale = append(stale, name)
 		}
 	}

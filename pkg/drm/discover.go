@@ -22,10 +22,6 @@ const (
 	containerKFD    = "/dev/kfd"
 )
 
-// reservedID names the CDI device that holds every card; no card may
-// have it as its ID.
-const reservedID = "all"
-
 // maxAttrSize bounds how much of a sysfs attribute file is read.
 const maxAttrSize = 4096
 
@@ -342,9 +338,6 @@ func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error
 	}
 	if err := alloc.ValidCardID(name); err != nil {
 		return built{}, cardE, fmt.Errorf("%w %s of device %s: %w", ErrBadID, quote(name), idDev, err)
-	}
-	if name == reservedID {
-		return built{}, cardE, fmt.Errorf("%w %s of device %s: reserved for the device that holds every card", ErrBadID, quote(name), idDev)
 	}
 	c.ID = name
 	rel, err := filepath.Rel(d.sysReal, parent)
