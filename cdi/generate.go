@@ -23,6 +23,10 @@ const (
 	// AllDevice names the device that holds the nodes of every card.
 	// It is alloc.AllDevice, the name no card ID may take.
 	AllDevice = alloc.AllDevice
+	// DefaultDir is where dri-cdi writes its specs unless told otherwise:
+	// the CDI library's directory for generated specs, which containerd
+	// and CRI-O scan by default.
+	DefaultDir = cdilib.DefaultDynamicDir
 	// FileExt is the extension of every spec file dri-cdi writes. The CDI
 	// library only loads files ending in .yaml or .json.
 	FileExt = ".yaml"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
@@ -25,7 +26,7 @@ func main() {
 	fs := flag.NewFlagSet("dri-cdi-agent", flag.ContinueOnError)
 	fs.StringVar(&o.Roots.Sysfs, "sysfs-root", "/sys", "sysfs mount to discover cards from")
 	fs.StringVar(&o.Roots.Dev, "dev-root", "/dev", "dev tree holding dri/ (device nodes)")
-	fs.StringVar(&o.CDIDir, "cdi-dir", "/var/run/cdi", "directory for the CDI spec files")
+	fs.StringVar(&o.CDIDir, "cdi-dir", cdi.DefaultDir, "directory for the CDI spec files")
 	fs.StringVar(&o.KubeletDir, "kubelet-dir", "/var/lib/kubelet/device-plugins", "kubelet device-plugins directory (kubelet.sock)")
 	fs.StringVar(&o.ConfigPath, "config", "", "YAML config file (empty: one pool per driver)")
 	fs.StringVar(&o.Delivery, "delivery", "cdi-cri", "how Allocate hands devices over: cdi-cri, nri or device-specs")

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
@@ -29,7 +30,7 @@ func main() {
 		"deadline of one PodResources query; keep it well below the runtime's NRI request timeout (2s)")
 	fs.StringVar(&o.kubeletCheckpoint, "kubelet-checkpoint", kubeletcheckpoint.DefaultPath,
 		"the kubelet device manager's checkpoint, read to authorize regular init containers (PodResources does not report them); empty disables")
-	fs.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "directory of the CDI specs the agent writes")
+	fs.StringVar(&o.cdiDir, "cdi-dir", cdi.DefaultDir, "directory of the CDI specs the agent writes")
 	fs.DurationVar(&o.cdiReloadInterval, "cdi-reload-interval", nri.DefaultReloadInterval,
 		"period of the CDI spec reload that backs the directory watch")
 	fs.StringVar(&o.config, "config", "", "dri-cdi config file (YAML); empty: defaults")

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 )
 
 // ErrBadConfig marks a containerd config that cannot be read as one.
@@ -24,7 +25,7 @@ const (
 )
 
 // defaultCDISpecDirs are containerd's cdi_spec_dirs when the key is unset.
-var defaultCDISpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
+var defaultCDISpecDirs = []string{cdilib.DefaultStaticDir, cdilib.DefaultDynamicDir}
 
 // containerdConfig holds the settings of a containerd config, with its
 // imports merged the way containerd merges them.

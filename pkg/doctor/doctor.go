@@ -92,7 +92,7 @@ var DefaultContainerdConfigs = []string{
 func DefaultOptions() Options {
 	return Options{
 		Root:               "/",
-		CDIDir:             "/var/run/cdi",
+		CDIDir:             cdi.DefaultDir,
 		CDIKind:            cdi.DefaultKind,
 		KubeletDir:         "/var/lib/kubelet/device-plugins",
 		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
