@@ -34,7 +34,7 @@ func main() {
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", agent.DefaultResyncInterval, "period of the full rescan behind inotify and uevents")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: error, warn, info, debug, trace")
-	flagenv.Usage(fs, "DRI_CDI")
+	flagenv.Usage(fs, flagenv.Prefix)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -42,7 +42,7 @@ func main() {
 		os.Exit(2)
 	}
 	var log *logrus.Logger
-	err := flagenv.Apply(fs, "DRI_CDI", os.LookupEnv)
+	err := flagenv.Apply(fs, flagenv.Prefix, os.LookupEnv)
 	if err == nil {
 		log, err = logging.New(os.Stderr, logFormat, logLevel)
 	}

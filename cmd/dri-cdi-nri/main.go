@@ -37,9 +37,9 @@ func main() {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9471", "address of /metrics, /healthz and /readyz; empty disables")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: error, warn, info, debug, trace")
-	flagenv.Usage(fs, "DRI_CDI")
+	flagenv.Usage(fs, flagenv.Prefix)
 	_ = fs.Parse(os.Args[1:])
-	if err := flagenv.Apply(fs, "DRI_CDI", os.LookupEnv); err != nil {
+	if err := flagenv.Apply(fs, flagenv.Prefix, os.LookupEnv); err != nil {
 		fmt.Fprintln(os.Stderr, "dri-cdi-nri:", err)
 		os.Exit(2)
 	}

@@ -15,10 +15,6 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
 
-// EnvPrefix starts the environment variable of every flag:
-// --sysfs-root is also DRI_CDI_SYSFS_ROOT.
-const EnvPrefix = "DRI_CDI"
-
 // Exit codes of Run.
 const (
 	ExitOK    = 0
@@ -172,7 +168,7 @@ func (f *flags) alias(short, long string) {
 // finish adds the environment variable names to the help texts. Call it
 // after defining the flags.
 func (f *flags) finish() {
-	flagenv.Usage(f.FlagSet, EnvPrefix)
+	flagenv.Usage(f.FlagSet, flagenv.Prefix)
 	for short, long := range f.aliases {
 		f.Lookup(short).Usage = "short for -" + long
 	}
@@ -213,9 +209,9 @@ func (f *flags) parse(env *Env, args []string, allowArgs bool) error {
 	for short, long := range f.aliases {
 		// An alias has no variable of its own, and a value given through
 		// either spelling beats the long flag's variable.
-		hidden[flagenv.EnvName(EnvPrefix, short)] = true
+		hidden[flagenv.EnvName(flagenv.Prefix, short)] = true
 		if given[short] {
-			hidden[flagenv.EnvName(EnvPrefix, long)] = true
+			hidden[flagenv.EnvName(flagenv.Prefix, long)] = true
 		}
 	}
 	lookup := func(name string) (string, bool) {
@@ -224,7 +220,7 @@ func (f *flags) parse(env *Env, args []string, allowArgs bool) error {
 		}
 		return env.LookupEnv(name)
 	}
-	if err := flagenv.Apply(f.FlagSet, EnvPrefix, lookup); err != nil {
+	if err := flagenv.Apply(f.FlagSet, flagenv.Prefix, lookup); err != nil {
 		return &usageError{msg: err.Error(), usage: f.usage()}
 	}
 	return nil

@@ -15,9 +15,6 @@ import (
 // so that the CLI exits non-zero.
 var ErrChecksFailed = errors.New("doctor: at least one check failed")
 
-// EnvPrefix is the environment variable prefix of the doctor's flags.
-const EnvPrefix = "DRI_CDI"
-
 // RegisterFlags adds the doctor's path and mode flags to fs, with opts'
 // current values as defaults, writing into opts.
 func RegisterFlags(fs *flag.FlagSet, opts *Options) {
@@ -43,14 +40,14 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	RegisterFlags(fs, &opts)
 	fs.StringVar(&format, "o", format, "output format: text or json")
-	flagenv.Usage(fs, EnvPrefix)
+	flagenv.Usage(fs, flagenv.Prefix)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("doctor takes no arguments, got %q", fs.Args())
 	}
-	if err := flagenv.Apply(fs, EnvPrefix, os.LookupEnv); err != nil {
+	if err := flagenv.Apply(fs, flagenv.Prefix, os.LookupEnv); err != nil {
 		return err
 	}
 	failed, err := Run(ctx, opts, format, stdout)

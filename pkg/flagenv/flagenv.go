@@ -13,6 +13,10 @@ import (
 	"strings"
 )
 
+// Prefix starts the environment variable of every flag of every dri-cdi
+// binary: --sysfs-root is also DRI_CDI_SYSFS_ROOT.
+const Prefix = "DRI_CDI"
+
 // EnvName returns the environment variable that sets a flag.
 func EnvName(prefix, flagName string) string {
 	n := strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(flagName))
