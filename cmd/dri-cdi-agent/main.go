@@ -15,6 +15,8 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
@@ -24,10 +26,10 @@ func main() {
 	var o agent.Options
 	var logFormat, logLevel string
 	fs := flag.NewFlagSet("dri-cdi-agent", flag.ContinueOnError)
-	fs.StringVar(&o.Roots.Sysfs, "sysfs-root", "/sys", "sysfs mount to discover cards from")
-	fs.StringVar(&o.Roots.Dev, "dev-root", "/dev", "dev tree holding dri/ (device nodes)")
+	fs.StringVar(&o.Roots.Sysfs, "sysfs-root", drm.DefaultRoots.Sysfs, "sysfs mount to discover cards from")
+	fs.StringVar(&o.Roots.Dev, "dev-root", drm.DefaultRoots.Dev, "dev tree holding dri/ (device nodes)")
 	fs.StringVar(&o.CDIDir, "cdi-dir", cdi.DefaultDir, "directory for the CDI spec files")
-	fs.StringVar(&o.KubeletDir, "kubelet-dir", "/var/lib/kubelet/device-plugins", "kubelet device-plugins directory (kubelet.sock)")
+	fs.StringVar(&o.KubeletDir, "kubelet-dir", deviceplugin.DefaultKubeletDir, "kubelet device-plugins directory (kubelet.sock)")
 	fs.StringVar(&o.ConfigPath, "config", "", "YAML config file (empty: one pool per driver)")
 	fs.StringVar(&o.Delivery, "delivery", "cdi-cri", "how Allocate hands devices over: cdi-cri, nri or device-specs")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9470", "address for /metrics, /healthz and /readyz (empty disables)")

@@ -38,6 +38,11 @@ const (
 	maxBackoff             = 5 * time.Second
 )
 
+// DefaultKubeletDir is the kubelet's device-plugins directory on a
+// standard node: pluginapi.DevicePluginPath without its trailing slash
+// (the kubelet serves it there even with --root-dir).
+const DefaultKubeletDir = "/var/lib/kubelet/device-plugins"
+
 // Options configure a Manager.
 type Options struct {
 	// KubeletDir is the kubelet's device-plugins dir, holding kubelet.sock

@@ -7,7 +7,12 @@ import (
 	"io"
 	"strings"
 
+	nriapi "github.com/containerd/nri/pkg/api"
+
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
 // Status is the outcome of one check.
@@ -94,11 +99,11 @@ func DefaultOptions() Options {
 		Root:               "/",
 		CDIDir:             cdi.DefaultDir,
 		CDIKind:            cdi.DefaultKind,
-		KubeletDir:         "/var/lib/kubelet/device-plugins",
-		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
-		NRISocket:          "/var/run/nri/nri.sock",
-		SysfsRoot:          "/sys",
-		DevRoot:            "/dev",
+		KubeletDir:         deviceplugin.DefaultKubeletDir,
+		PodResourcesSocket: podresources.DefaultSocket,
+		NRISocket:          nriapi.DefaultSocketPath, // what nri.DefaultSocket is
+		SysfsRoot:          drm.DefaultRoots.Sysfs,
+		DevRoot:            drm.DefaultRoots.Dev,
 		Delivery:           DeliveryCDICRI,
 	}
 }
