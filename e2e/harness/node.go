@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
 
@@ -29,11 +30,12 @@ const (
 	kubeletHealthzPort  = 10248
 )
 
-// Delivery modes of dri-cdi-agent.
+// Delivery modes of dri-cdi-agent, as the strings its --delivery flag
+// takes. pkg/deviceplugin owns the names.
 const (
-	DeliveryCDICRI      = "cdi-cri"
-	DeliveryNRI         = "nri"
-	DeliveryDeviceSpecs = "device-specs"
+	DeliveryCDICRI      = string(deviceplugin.DeliveryCDICRI)
+	DeliveryNRI         = string(deviceplugin.DeliveryNRI)
+	DeliveryDeviceSpecs = string(deviceplugin.DeliveryDeviceSpecs)
 )
 
 // NodeOptions describe one node.

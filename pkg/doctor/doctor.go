@@ -25,11 +25,12 @@ const (
 	Fail Status = "FAIL"
 )
 
-// Delivery modes of the agent (its --delivery flag).
+// Delivery modes of the agent (its --delivery flag), as the plain strings
+// of Options and Report. pkg/deviceplugin owns the names.
 const (
-	DeliveryCDICRI      = "cdi-cri"
-	DeliveryNRI         = "nri"
-	DeliveryDeviceSpecs = "device-specs"
+	DeliveryCDICRI      = string(deviceplugin.DeliveryCDICRI)
+	DeliveryNRI         = string(deviceplugin.DeliveryNRI)
+	DeliveryDeviceSpecs = string(deviceplugin.DeliveryDeviceSpecs)
 )
 
 // Result is one check's outcome.
@@ -120,7 +121,7 @@ func Run(ctx context.Context, opts Options, format string, w io.Writer) (failed 
 	if format != "text" && format != "json" {
 		return false, fmt.Errorf("invalid output format %q: want text or json", format)
 	}
-	if err := validDelivery(opts.Delivery); err != nil {
+	if _, err := deviceplugin.ParseDelivery(opts.Delivery); err != nil {
 		return false, err
 	}
 	rep := Check(ctx, opts)
@@ -130,14 +131,6 @@ func Run(ctx context.Context, opts Options, format string, w io.Writer) (failed 
 		err = rep.WriteText(w)
 	}
 	return rep.Failed, err
-}
-
-func validDelivery(d string) error {
-	switch d {
-	case DeliveryCDICRI, DeliveryNRI, DeliveryDeviceSpecs:
-		return nil
-	}
-	return fmt.Errorf("invalid delivery mode %q: want cdi-cri, nri or device-specs", d)
 }
 
 // WriteJSON writes the report as one indented JSON object.
