@@ -70,7 +70,7 @@ func parseRequest(c *api.Container, kind string, served ResourceFilter) (request
 		}
 		if name != cdi.AllDevice {
 			if err := alloc.ValidCardID(name); err != nil {
-				return request{}, fmt.Errorf("%w: CDI device %q: %w", ErrBadRequest, truncate(qualified), err)
+				return request{}, fmt.Errorf("%w: CDI device %q: %w", ErrBadRequest, alloc.Truncate(qualified), err)
 			}
 		}
 		req.cdiCards = append(req.cdiCards, name)
@@ -91,13 +91,6 @@ func compact(s []string) []string {
 		}
 	}
 	return out
-}
-
-func truncate(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
 }
 
 // decision is the outcome of authorizing a request.

@@ -39,14 +39,14 @@ func ReplicaID(cardID string, n int) string {
 func ParseDeviceID(id string) (cardID string, replica int, err error) {
 	card, rep, found := strings.Cut(id, replicaSep)
 	if err := ValidCardID(card); err != nil {
-		return "", 0, fmt.Errorf("%w %q: %w", ErrBadDeviceID, truncate(id), err)
+		return "", 0, fmt.Errorf("%w %q: %w", ErrBadDeviceID, Truncate(id), err)
 	}
 	if !found {
 		return card, -1, nil
 	}
 	n, err := strconv.Atoi(rep)
 	if err != nil || n < 0 || strconv.Itoa(n) != rep {
-		return "", 0, fmt.Errorf("%w %q: replica %q is not a non-negative integer", ErrBadDeviceID, truncate(id), truncate(rep))
+		return "", 0, fmt.Errorf("%w %q: replica %q is not a non-negative integer", ErrBadDeviceID, Truncate(id), Truncate(rep))
 	}
 	return card, n, nil
 }
@@ -175,13 +175,13 @@ func parseValue(key, value string) (Claim, error) {
 	}
 	resource, list, ok := strings.Cut(value, "=")
 	if !ok {
-		return fail("value %q is not <resource>=<id>[,<id>...]", truncate(value))
+		return fail("value %q is not <resource>=<id>[,<id>...]", Truncate(value))
 	}
 	if resource == "" || strings.ContainsAny(resource, " \t\n,=") {
-		return fail("invalid resource name %q", truncate(resource))
+		return fail("invalid resource name %q", Truncate(resource))
 	}
 	if AnnotationKey(resource) != key {
-		return fail("resource %q belongs under key %s", truncate(resource), AnnotationKey(resource))
+		return fail("resource %q belongs under key %s", Truncate(resource), AnnotationKey(resource))
 	}
 	if list == "" {
 		return fail("no device IDs for %s", resource)
@@ -201,7 +201,10 @@ func parseValue(key, value string) (Claim, error) {
 	return Claim{Resource: resource, DeviceIDs: ids}, nil
 }
 
-func truncate(s string) string {
+// Truncate shortens untrusted input (annotation values, CDI device names)
+// to 80 bytes plus "..." before it is quoted in an error, so a hostile pod
+// cannot flood the logs. The NRI plugin's request errors use it too.
+func Truncate(s string) string {
 	if len(s) > 80 {
 		return s[:80] + "..."
 	}
