@@ -31,7 +31,7 @@ func main() {
 	fs.StringVar(&o.CDIDir, "cdi-dir", cdi.DefaultDir, "directory for the CDI spec files")
 	fs.StringVar(&o.KubeletDir, "kubelet-dir", deviceplugin.DefaultKubeletDir, "kubelet device-plugins directory (kubelet.sock)")
 	fs.StringVar(&o.ConfigPath, "config", "", "YAML config file (empty: one pool per driver)")
-	fs.StringVar(&o.Delivery, "delivery", "cdi-cri", "how Allocate hands devices over: cdi-cri, nri or device-specs")
+	fs.StringVar(&o.Delivery, "delivery", string(deviceplugin.DeliveryCDICRI), "how Allocate hands devices over: cdi-cri, nri or device-specs")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9470", "address for /metrics, /healthz and /readyz (empty disables)")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", agent.DefaultResyncInterval, "period of the full rescan behind inotify and uevents")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 )
 
 // Environment variables that move the harness's directories.
@@ -26,7 +28,7 @@ const (
 	DefaultWorkDir = "/var/lib/dri-cdi-e2e"
 	// DevicePluginDir is where the kubelet serves kubelet.sock, whatever
 	// its --root-dir says.
-	DevicePluginDir = "/var/lib/kubelet/device-plugins"
+	DevicePluginDir = deviceplugin.DefaultKubeletDir
 	// LockPath serializes nodes on one machine.
 	LockPath = "/run/dri-cdi-e2e.lock"
 )

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
 const (
@@ -16,7 +18,7 @@ const (
 	// DefaultPath is the checkpoint of a kubelet with the default root
 	// dir. The kubelet serves its device-plugins dir from
 	// /var/lib/kubelet/device-plugins even with another --root-dir.
-	DefaultPath = "/var/lib/kubelet/device-plugins/" + FileName
+	DefaultPath = pluginapi.DevicePluginPath + FileName
 	// MaxSize bounds the file read: a checkpoint of thousands of
 	// allocations is a few MiB.
 	MaxSize = 16 << 20
