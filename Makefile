@@ -51,9 +51,11 @@ vet:
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: fmt-check vet ## gofmt, go vet and staticcheck
+lint: fmt-check vet ## gofmt, go vet and staticcheck over every module of the repo
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
-	cd e2e && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	@for m in e2e e2e/tools/etcd deployments/test deployments/container/build; do \
+	  echo "lint $$m"; (cd $$m && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...) || exit 1; \
+	done
 
 .PHONY: mod-check
 mod-check: ## go mod tidy must leave go.mod and go.sum unchanged
