@@ -334,24 +334,33 @@ func (c *Cluster) startAPIServer(ctx context.Context) (err error) {
 	return c.waitHealthy(ctx, c.apiServer, fmt.Sprintf("https://127.0.0.1:%d/readyz", apiServerPort), 120*time.Second)
 }
 
-func (c *Cluster) startControllerManager(ctx context.Context) (err error) {
-	kc := c.PKI.Kubeconfigs["controller-manager"]
-	c.controllerManager, err = c.start("kube-controller-manager", c.Tools.ControllerManager,
-		"--kubeconfig="+kc,
-		"--authentication-kubeconfig="+kc,
-		"--authorization-kubeconfig="+kc,
+// componentArgv is the command line of kube-controller-manager or
+// kube-scheduler (bin; name keys its kubeconfig and cert dir): what both
+// share -- their kubeconfig, also for delegated authn/authz, secure serving
+// on loopback at port, no leader election -- then extra.
+func (c *Cluster) componentArgv(bin, name string, port int, extra ...string) []string {
+	kc := c.PKI.Kubeconfigs[name]
+	return append([]string{bin,
+		"--kubeconfig=" + kc,
+		"--authentication-kubeconfig=" + kc,
+		"--authorization-kubeconfig=" + kc,
 		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", controllerManagerPort),
-		"--cert-dir="+filepath.Join(c.Dir, "controller-manager-certs"),
+		fmt.Sprintf("--secure-port=%d", port),
+		"--cert-dir=" + filepath.Join(c.Dir, name+"-certs"),
+		"--leader-elect=false",
+		"--v=1",
+	}, extra...)
+}
+
+func (c *Cluster) startControllerManager(ctx context.Context) (err error) {
+	c.controllerManager, err = c.start("kube-controller-manager", c.componentArgv(c.Tools.ControllerManager, "controller-manager", controllerManagerPort,
 		"--service-account-private-key-file="+c.PKI.ServiceAccountKey,
 		"--root-ca-file="+c.PKI.CA,
 		// Each controller acts as its own ServiceAccount, which the RBAC
 		// bootstrap roles grant what it needs (the controller-manager's own
 		// user may not, e.g., untaint nodes or run DaemonSets).
 		"--use-service-account-credentials=true",
-		"--service-cluster-ip-range="+ServiceCIDR,
-		"--leader-elect=false",
-		"--v=1")
+		"--service-cluster-ip-range="+ServiceCIDR)...)
 	if err != nil {
 		return err
 	}
@@ -359,16 +368,7 @@ func (c *Cluster) startControllerManager(ctx context.Context) (err error) {
 }
 
 func (c *Cluster) startScheduler(ctx context.Context) (err error) {
-	kc := c.PKI.Kubeconfigs["scheduler"]
-	c.scheduler, err = c.start("kube-scheduler", c.Tools.Scheduler,
-		"--kubeconfig="+kc,
-		"--authentication-kubeconfig="+kc,
-		"--authorization-kubeconfig="+kc,
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", schedulerPort),
-		"--cert-dir="+filepath.Join(c.Dir, "scheduler-certs"),
-		"--leader-elect=false",
-		"--v=1")
+	c.scheduler, err = c.start("kube-scheduler", c.componentArgv(c.Tools.Scheduler, "scheduler", schedulerPort)...)
 	if err != nil {
 		return err
 	}
