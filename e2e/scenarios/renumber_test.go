@@ -17,6 +17,35 @@ import (
 // unavailableMsg is part of dri-cdi-nri's error for a card that is gone.
 const unavailableMsg = "is not bound to a driver or its device nodes are gone"
 
+// renumberPaths are every render path the two cards can have in the
+// renumbering sequences; the holder probes all of them.
+var renumberPaths = []string{"/dev/dri/renderD128", "/dev/dri/renderD129"}
+
+// holdOneOfTwo starts a node with two Intel cards (cdi-cri, NRI on) and a
+// restartPolicy Always pod "holder" that requests one GPU and probes
+// renumberPaths. It returns the node, the holder, the card the kubelet
+// allocated to it (X), the other card (Y) and the holder's first probe
+// output.
+func holdOneOfTwo(t *testing.T, name string) (n *harness.Node, holder harness.PodSpec, x, y drmtest.GPU, out string) {
+	t.Helper()
+	ctx := context.Background()
+	cards := []drmtest.GPU{harness.IntelGPU(0), harness.IntelGPU(1)}
+	n = startNode(t, harness.NodeOptions{Name: name, GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true})
+	_, err := n.WaitAllocatable(ctx, resource, 2, 90*time.Second)
+	require.NoError(t, err)
+	holder = harness.PodSpec{Name: "holder", RestartPolicy: "Always", Resources: map[string]int64{resource: 1},
+		Script: harness.ProbeAndWait(renumberPaths...)}
+	require.NoError(t, n.CreatePod(ctx, holder))
+	out, err = n.WaitOutput(ctx, holder.Name, harness.ProbeDone, 120*time.Second)
+	require.NoError(t, err)
+	x = allocatedCard(t, n, holder.Name, cards)
+	y = cards[0]
+	if y.ID() == x.ID() {
+		y = cards[1]
+	}
+	return n, holder, x, y, out
+}
+
 // TestRenumberAfterUnbind is the sequence of a driver unbind followed by
 // another card taking the freed minors, on a real kubelet, containerd and
 // runc:
@@ -37,24 +66,8 @@ const unavailableMsg = "is not bound to a driver or its device nodes are gone"
 // nodes.
 func TestRenumberAfterUnbind(t *testing.T) {
 	ctx := context.Background()
-	cards := []drmtest.GPU{harness.IntelGPU(0), harness.IntelGPU(1)}
-	n := startNode(t, harness.NodeOptions{Name: "renumber", GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true})
-	_, err := n.WaitAllocatable(ctx, resource, 2, 90*time.Second)
-	require.NoError(t, err)
-
-	// Probe every render path the cards can have in this sequence.
-	paths := []string{"/dev/dri/renderD128", "/dev/dri/renderD129"}
-	holder := harness.PodSpec{Name: "holder", RestartPolicy: "Always", Resources: map[string]int64{resource: 1},
-		Script: harness.ProbeAndWait(paths...)}
-	require.NoError(t, n.CreatePod(ctx, holder))
-	out, err := n.WaitOutput(ctx, holder.Name, harness.ProbeDone, 120*time.Second)
-	require.NoError(t, err)
-	x := allocatedCard(t, n, holder.Name, cards)
-	y := cards[0]
-	if y.ID() == x.ID() {
-		y = cards[1]
-	}
-	res := parseProbes(t, out, paths...)
+	n, holder, x, y, out := holdOneOfTwo(t, "renumber")
+	res := parseProbes(t, out, renumberPaths...)
 	require.Equal(t, harness.ENXIO, res[harness.RenderPath(x)].Errno, "holder must reach X %s first", x.ID())
 	first, err := n.PodContainer(ctx, holder.Name)
 	require.NoError(t, err)
@@ -95,7 +108,7 @@ func TestRenumberAfterUnbind(t *testing.T) {
 
 	// Y is unaffected: a second pod gets Y, at its new numbers.
 	second := harness.PodSpec{Name: "second", Resources: map[string]int64{resource: 1}}
-	got, res2 := gpuPodPaths(t, n, second, []drmtest.GPU{x, yNow}, paths)
+	got, res2 := gpuPodPaths(t, n, second, []drmtest.GPU{x, yNow}, renumberPaths)
 	require.Equal(t, y.ID(), got.ID(), "only Y is healthy")
 	require.Equal(t, harness.ENXIO, res2[harness.RenderPath(yNow)].Errno, "second pod must reach Y at %s", harness.RenderPath(yNow))
 	requireSpecHasCard(t, n, second.Name, yNow)
@@ -119,7 +132,7 @@ func TestRenumberAfterUnbind(t *testing.T) {
 	})
 	require.NoError(t, err, "the holder's container must start once X is back")
 	t.Logf("holder once X is back at card%d/renderD%d:\n%s", xNow.Card, xNow.Render, outAgain)
-	again := parseProbes(t, outAgain, paths...)
+	again := parseProbes(t, outAgain, renumberPaths...)
 	require.Equal(t, harness.ENXIO, again[harness.RenderPath(xNow)].Errno, "holder must reach X at %s", harness.RenderPath(xNow))
 	o := again[harness.RenderPath(yNow)]
 	require.NotContains(t, []string{harness.ENXIO, harness.Opened}, o.Errno, "holder must not reach Y's %s: %s", o.Path, o.Message)
@@ -215,22 +228,7 @@ const mismatchMsg = "device node does not match the host"
 //     card-unavailable error.
 func TestRenumberWhileAgentDown(t *testing.T) {
 	ctx := context.Background()
-	cards := []drmtest.GPU{harness.IntelGPU(0), harness.IntelGPU(1)}
-	n := startNode(t, harness.NodeOptions{Name: "renumber-agent-down", GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true})
-	_, err := n.WaitAllocatable(ctx, resource, 2, 90*time.Second)
-	require.NoError(t, err)
-
-	paths := []string{"/dev/dri/renderD128", "/dev/dri/renderD129"}
-	holder := harness.PodSpec{Name: "holder", RestartPolicy: "Always", Resources: map[string]int64{resource: 1},
-		Script: harness.ProbeAndWait(paths...)}
-	require.NoError(t, n.CreatePod(ctx, holder))
-	_, err = n.WaitOutput(ctx, holder.Name, harness.ProbeDone, 120*time.Second)
-	require.NoError(t, err)
-	x := allocatedCard(t, n, holder.Name, cards)
-	y := cards[0]
-	if y.ID() == x.ID() {
-		y = cards[1]
-	}
+	n, holder, x, y, _ := holdOneOfTwo(t, "renumber-agent-down")
 	first, err := n.PodContainer(ctx, holder.Name)
 	require.NoError(t, err)
 	staleX := specNodes(t, n, x.ID())
