@@ -415,13 +415,13 @@ func TestErrorIsNotATimeout(t *testing.T) {
 
 func TestHealthAndReadiness(t *testing.T) {
 	r := newRig(t)
-	require.Error(t, r.plugin.Healthz())
-	require.Error(t, r.plugin.Readyz(r.store)())
+	require.False(t, r.plugin.Connected())
+	require.ErrorContains(t, r.plugin.Ready(r.store)(), "not connected")
 	r.start()
-	require.NoError(t, r.plugin.Healthz())
-	require.NoError(t, r.plugin.Readyz(r.store)())
+	require.True(t, r.plugin.Connected())
+	require.NoError(t, r.plugin.Ready(r.store)())
 	empty := nri.NewSpecIndex(os.TempDir(), kind, nil, nil, logrus.NewEntry(logrus.New()))
-	require.ErrorContains(t, r.plugin.Readyz(empty)(), "CDI specs")
+	require.ErrorContains(t, r.plugin.Ready(empty)(), "CDI specs")
 }
 
 // TestRuntimeThatNeverAnswers: a socket that accepts but never completes

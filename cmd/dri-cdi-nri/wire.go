@@ -12,6 +12,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
+	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
@@ -46,16 +47,16 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 	}
 	defer func() { _ = client.Close() }()
 
-	metrics := nri.NewMetrics()
+	met := nri.NewMetrics()
 	if o.cdiReloadInterval < 0 {
 		return fmt.Errorf("invalid --cdi-reload-interval %v: must be positive", o.cdiReloadInterval)
 	}
-	store := nri.NewSpecIndex(o.cdiDir, conf.Kind(), cdi.LoadDevices, metrics, log, nri.WithReloadInterval(o.cdiReloadInterval))
+	store := nri.NewSpecIndex(o.cdiDir, conf.Kind(), cdi.LoadDevices, met, log, nri.WithReloadInterval(o.cdiReloadInterval))
 	if err := store.Reload(); err != nil {
 		log.WithError(err).Warn("CDI specs not (fully) loaded at start")
 	}
 	pcfg := nri.Config{
-		Kind: conf.Kind(), Resources: conf, Authorizer: client, Devices: store, Metrics: metrics, Log: log,
+		Kind: conf.Kind(), Resources: conf, Authorizer: client, Devices: store, Metrics: met, Log: log,
 		HostStat: o.hostStat,
 	}
 	if o.kubeletCheckpoint != "" {
@@ -70,11 +71,19 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if o.metricsAddr != "" {
-		_, done, err := nri.ServeMetrics(ctx, o.metricsAddr, metrics, plugin.Healthz, plugin.Readyz(store), log)
+		l, err := metrics.Listen(o.metricsAddr)
 		if err != nil {
 			return err
 		}
-		defer func() { <-done }()
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			h := metrics.Handler(met.Registry(), metrics.Health{Ready: plugin.Ready(store)})
+			if err := metrics.Serve(ctx, l, h, log.WithField("component", "metrics")); err != nil {
+				log.WithError(err).Error("metrics server failed")
+			}
+		}()
+		defer func() { <-served }()
 	}
 	watched := make(chan error, 1)
 	go func() { watched <- store.Watch(ctx) }()

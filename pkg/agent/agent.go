@@ -175,7 +175,7 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h := metrics.HandlerWithWarnings(a.met.Registry, a.Ready, a.paths.Warnings)
+			h := metrics.Handler(a.met.Registry, metrics.Health{Ready: a.Ready, Warnings: a.paths.Warnings})
 			if err := metrics.Serve(ctx, ln, h, a.log.WithField("component", "metrics")); err != nil {
 				a.log.WithError(err).Error("metrics server failed")
 			}
