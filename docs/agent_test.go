@@ -1,7 +1,6 @@
 package docs
 
 import (
-	"path/filepath"
 	"regexp"
 	"sort"
 	"testing"
@@ -11,14 +10,6 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
-
-// TestAgentFlagsDocumented checks the flag table of agent.md against the
-// flags cmd/dri-cdi-agent defines.
-func TestAgentFlagsDocumented(t *testing.T) {
-	flags := mainFlags(t, filepath.Join("..", "cmd", "dri-cdi-agent", "main.go"))
-	require.NotEmpty(t, flags)
-	require.Equal(t, flags, documented(t, readDoc(t, "agent.md"), "Flags"))
-}
 
 var metricCell = regexp.MustCompile("(?m)^\\| `(dri_cdi_agent_[a-z_]+)` \\|")
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
