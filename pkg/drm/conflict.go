@@ -66,13 +66,7 @@ func (d *discovery) dropConflicts(cards []built) []built {
 		}
 		slices.Sort(reasons)
 		err := fmt.Errorf("%w: card %s: %s; neither card is advertised", ErrNumberConflict, b.card.ID, strings.Join(reasons, "; "))
-		var cardE *entry
-		for _, e := range b.g.entries {
-			if e.kind == kindCard {
-				cardE = e
-			}
-		}
-		d.skipGroup(b.g, cardE, err)
+		d.skipGroup(b.g, b.g.cardEntry(), err)
 	}
 	return kept
 }

@@ -9,6 +9,9 @@
 // carries the Go runtime and process collectors (process_resident_memory_bytes
 // is the agent's RSS).
 //
+// A Definer (NewDefiner) creates and registers each metric in one call;
+// the agent's and the NRI plugin's metrics are both defined through it.
+//
 // Methods on a nil *Agent do nothing, so components can be built without
 // metrics in tests.
 //
