@@ -25,42 +25,43 @@ func NewDefiner(namespace string) Definer {
 
 // Counter creates and registers a counter.
 func (d Definer) Counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: d.Namespace, Name: name, Help: help})
-	d.Registry.MustRegister(c)
-	return c
+	return register(d, prometheus.NewCounter(prometheus.CounterOpts(d.opts(name, help))))
 }
 
 // CounterVec creates and registers a counter with labels.
 func (d Definer) CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: d.Namespace, Name: name, Help: help}, labels)
-	d.Registry.MustRegister(c)
-	return c
+	return register(d, prometheus.NewCounterVec(prometheus.CounterOpts(d.opts(name, help)), labels))
 }
 
 // Gauge creates and registers a gauge.
 func (d Definer) Gauge(name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: d.Namespace, Name: name, Help: help})
-	d.Registry.MustRegister(g)
-	return g
+	return register(d, prometheus.NewGauge(prometheus.GaugeOpts(d.opts(name, help))))
 }
 
 // GaugeVec creates and registers a gauge with labels.
 func (d Definer) GaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: d.Namespace, Name: name, Help: help}, labels)
-	d.Registry.MustRegister(g)
-	return g
+	return register(d, prometheus.NewGaugeVec(prometheus.GaugeOpts(d.opts(name, help)), labels))
 }
 
 // Histogram creates and registers a histogram with the given buckets.
 func (d Definer) Histogram(name, help string, buckets []float64) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: d.Namespace, Name: name, Help: help, Buckets: buckets})
-	d.Registry.MustRegister(h)
-	return h
+	return register(d, prometheus.NewHistogram(d.histogramOpts(name, help, buckets)))
 }
 
 // HistogramVec creates and registers a histogram with labels.
 func (d Definer) HistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: d.Namespace, Name: name, Help: help, Buckets: buckets}, labels)
-	d.Registry.MustRegister(h)
-	return h
+	return register(d, prometheus.NewHistogramVec(d.histogramOpts(name, help, buckets), labels))
+}
+
+func (d Definer) opts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: d.Namespace, Name: name, Help: help}
+}
+
+func (d Definer) histogramOpts(name, help string, buckets []float64) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{Namespace: d.Namespace, Name: name, Help: help, Buckets: buckets}
+}
+
+func register[C prometheus.Collector](d Definer, c C) C {
+	d.Registry.MustRegister(c)
+	return c
 }
