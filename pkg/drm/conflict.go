@@ -25,12 +25,7 @@ func (d *discovery) dropConflicts(cards []built) []built {
 	}
 	claims := map[[2]uint32][]claim{}
 	for i := range cards {
-		c := &cards[i].card
-		nodes := []DeviceNode{c.CardNode}
-		if c.RenderNode != nil {
-			nodes = append(nodes, *c.RenderNode)
-		}
-		for _, n := range nodes {
+		for _, n := range cards[i].card.DRMNodes() {
 			k := [2]uint32{n.Major, n.Minor}
 			claims[k] = append(claims[k], claim{card: i, node: n.Path})
 		}

@@ -568,12 +568,7 @@ func (d *discovery) attachByPath(cards []built) {
 	}
 	targets := map[string]ref{}
 	for i := range cards {
-		c := &cards[i].card
-		nodes := []DeviceNode{c.CardNode}
-		if c.RenderNode != nil {
-			nodes = append(nodes, *c.RenderNode)
-		}
-		for _, n := range nodes {
+		for _, n := range cards[i].card.DRMNodes() {
 			if r, err := d.res.resolve(n.HostPath); err == nil {
 				targets[r] = ref{card: i, node: n}
 			}

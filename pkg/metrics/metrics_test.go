@@ -95,30 +95,25 @@ func TestServe(t *testing.T) {
 	go func() { done <- Serve(ctx, l, h, logrus.NewEntry(logrus.New())) }()
 	base := "http://" + l.Addr().String()
 
+	expect := func(path string, code int, body string) {
+		t.Helper()
+		gotCode, gotBody := get(t, base+path)
+		require.Equal(t, code, gotCode, path)
+		require.Equal(t, body, gotBody, path)
+	}
 	// Alive while not ready: /healthz has no check.
-	code, body := get(t, base+"/healthz")
-	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, "ok\n", body)
-	code, body = get(t, base+"/readyz")
-	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Equal(t, "not ready: not registered yet\n", body)
+	expect("/healthz", http.StatusOK, "ok\n")
+	expect("/readyz", http.StatusServiceUnavailable, "not ready: not registered yet\n")
 	ready.Store(true)
-	code, body = get(t, base+"/readyz")
-	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, "ok\n", body)
+	expect("/readyz", http.StatusOK, "ok\n")
 
 	// Warnings follow the verdict, ready or not, and never change it.
 	warnings.Store(&[]string{"/sys/class/drm: does not exist", "second"})
-	code, body = get(t, base+"/readyz")
-	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, "ok\nwarning: /sys/class/drm: does not exist\nwarning: second\n", body)
+	expect("/readyz", http.StatusOK, "ok\nwarning: /sys/class/drm: does not exist\nwarning: second\n")
 	ready.Store(false)
-	code, body = get(t, base+"/readyz")
-	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Equal(t, "not ready: not registered yet\nwarning: /sys/class/drm: does not exist\nwarning: second\n", body)
-	code, _ = get(t, base+"/healthz")
-	require.Equal(t, http.StatusOK, code)
-	code, body = get(t, base+"/metrics")
+	expect("/readyz", http.StatusServiceUnavailable, "not ready: not registered yet\nwarning: /sys/class/drm: does not exist\nwarning: second\n")
+	expect("/healthz", http.StatusOK, "ok\n")
+	code, body := get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `dri_cdi_agent_allocations_total{resource="dri-cdi.dev/i915"} 1`)
 
