@@ -75,17 +75,8 @@ func FindClusterTools() (ClusterTools, error) {
 		Kustomize:         filepath.Join(dir, "kustomize"),
 		CNIBin:            filepath.Join(dir, "cni"),
 	}
-	var missing []string
-	for _, p := range []string{t.APIServer, t.ControllerManager, t.Scheduler, t.Kubectl, t.Etcd, t.Helm, t.Kustomize,
-		filepath.Join(t.CNIBin, "bridge"), filepath.Join(t.CNIBin, "host-local"), filepath.Join(t.CNIBin, "loopback")} {
-		if err := executable(p); err != nil {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) > 0 {
-		return t, fmt.Errorf("%w: %s (run `make e2e-tools` as root)", ErrMissingBinary, strings.Join(missing, ", "))
-	}
-	return t, nil
+	return t, requireTools(t.APIServer, t.ControllerManager, t.Scheduler, t.Kubectl, t.Etcd, t.Helm, t.Kustomize,
+		filepath.Join(t.CNIBin, "bridge"), filepath.Join(t.CNIBin, "host-local"), filepath.Join(t.CNIBin, "loopback"))
 }
 
 // ClusterOptions describe a single-node cluster.

@@ -57,16 +57,22 @@ func FindTools() (Tools, error) {
 		Runc:       filepath.Join(dir, "runc"),
 		Crictl:     filepath.Join(dir, "crictl"),
 	}
+	return t, requireTools(t.Kubelet, t.Containerd, t.Shim, t.Ctr, t.Runc, t.Crictl)
+}
+
+// requireTools names every path that is not an executable file in one
+// error, so that one run tells which tools `make e2e-tools` must build.
+func requireTools(paths ...string) error {
 	var missing []string
-	for _, p := range []string{t.Kubelet, t.Containerd, t.Shim, t.Ctr, t.Runc, t.Crictl} {
+	for _, p := range paths {
 		if err := executable(p); err != nil {
 			missing = append(missing, p)
 		}
 	}
 	if len(missing) > 0 {
-		return t, fmt.Errorf("%w: %s (run `make e2e-tools` as root)", ErrMissingBinary, strings.Join(missing, ", "))
+		return fmt.Errorf("%w: %s (run `make e2e-tools` as root)", ErrMissingBinary, strings.Join(missing, ", "))
 	}
-	return t, nil
+	return nil
 }
 
 // Product are the dri-cdi binaries under test.

@@ -94,23 +94,30 @@ func (n *Node) manifest(p PodSpec) ([]byte, error) {
 // allocatable: a static pod admitted before its resource is registered
 // fails for good.
 func (n *Node) CreatePod(ctx context.Context, p PodSpec) error {
-	for r, q := range p.Resources {
-		if _, err := n.WaitAllocatable(ctx, r, int(q), 90*time.Second); err != nil {
-			return fmt.Errorf("pod %s: %w", p.Name, err)
-		}
-	}
 	data, err := n.manifest(p)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(n.ManifestDir, "."+p.Name+".tmp")
+	return n.dropManifest(ctx, p.Name, p.Resources, data)
+}
+
+// dropManifest waits until the node offers need (resource name to
+// count), then writes the static pod manifest data for pod name through
+// a temporary file and a rename, so the kubelet never reads half of it.
+func (n *Node) dropManifest(ctx context.Context, name string, need map[string]int64, data []byte) error {
+	for r, q := range need {
+		if _, err := n.WaitAllocatable(ctx, r, int(q), 90*time.Second); err != nil {
+			return fmt.Errorf("pod %s: %w", name, err)
+		}
+	}
+	tmp := filepath.Join(n.ManifestDir, "."+name+".tmp")
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(n.ManifestDir, p.Name+".json")); err != nil {
+	if err := os.Rename(tmp, filepath.Join(n.ManifestDir, name+".json")); err != nil {
 		return err
 	}
-	n.log.Logf("pod %s: manifest dropped", p.Name)
+	n.log.Logf("pod %s: manifest dropped", name)
 	return nil
 }
 

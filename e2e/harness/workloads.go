@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -102,24 +100,11 @@ func (n *Node) CreateWorkload(ctx context.Context, p WorkloadPod) error {
 			need[r] = max(need[r], q)
 		}
 	}
-	for r, q := range need {
-		if _, err := n.WaitAllocatable(ctx, r, int(q), 90*time.Second); err != nil {
-			return fmt.Errorf("pod %s: %w", p.Name, err)
-		}
-	}
 	data, err := workloadManifest(p)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(n.ManifestDir, "."+p.Name+".tmp")
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(n.ManifestDir, p.Name+".json")); err != nil {
-		return err
-	}
-	n.log.Logf("pod %s: manifest dropped", p.Name)
-	return nil
+	return n.dropManifest(ctx, p.Name, need, data)
 }
 
 // NamedContainer returns the newest CRI container named container of the
