@@ -58,11 +58,7 @@ func (n *Node) manifest(p PodSpec) ([]byte, error) {
 	}
 	ctr["securityContext"] = sc
 	if len(p.Resources) > 0 {
-		limits := map[string]string{}
-		for r, q := range p.Resources {
-			limits[r] = fmt.Sprint(q)
-		}
-		ctr["resources"] = map[string]any{"limits": limits}
+		ctr["resources"] = resourceLimits(p.Resources)
 	}
 	restart := p.RestartPolicy
 	if restart == "" {
@@ -99,6 +95,16 @@ func (n *Node) CreatePod(ctx context.Context, p PodSpec) error {
 		return err
 	}
 	return n.dropManifest(ctx, p.Name, p.Resources, data)
+}
+
+// resourceLimits is a container's resources stanza that asks for the
+// extended resources in need as limits (requests default to limits).
+func resourceLimits(need map[string]int64) map[string]any {
+	limits := map[string]string{}
+	for r, q := range need {
+		limits[r] = fmt.Sprint(q)
+	}
+	return map[string]any{"limits": limits}
 }
 
 // dropManifest waits until the node offers need (resource name to

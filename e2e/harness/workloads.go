@@ -53,11 +53,7 @@ func workloadContainer(c WorkloadContainer) map[string]any {
 		ctr["securityContext"] = sc
 	}
 	if len(c.Resources) > 0 {
-		limits := map[string]string{}
-		for r, q := range c.Resources {
-			limits[r] = fmt.Sprint(q)
-		}
-		ctr["resources"] = map[string]any{"limits": limits}
+		ctr["resources"] = resourceLimits(c.Resources)
 	}
 	if c.Sidecar {
 		ctr["restartPolicy"] = "Always"
