@@ -201,6 +201,16 @@ k8s_wrapper_module() {
 	echo "wrapper replaces $(echo "$replaces" | wc -w) staging modules"
 }
 
+# wanted WHICH NAME...: is the tool set WHICH (the argument of main) all
+# or one of the NAMEs (a group such as node, or the tool itself)?
+wanted() {
+	local which=$1 name
+	shift
+	[ "$which" = all ] && return 0
+	for name; do [ "$which" = "$name" ] && return 0; done
+	return 1
+}
+
 link() {
 	local target=$1
 	ln -sfn "$target" "$CACHE/bin/$(basename "$target")"
@@ -219,38 +229,18 @@ main() {
 	# does; cluster: the control plane, etcd, CNI, helm, kustomize; or one
 	# tool by name.
 	local which=${1:-all}
-	case $which in
-	all | node | kubelet) build kubelet "$KUBELET_VERSION" build_kubelet ;;
-	esac
-	case $which in
-	all | node | containerd) build containerd "$CONTAINERD_VERSION" build_containerd ;;
-	esac
-	case $which in
-	all | containerd | containerd-extra)
+	wanted "$which" node kubelet && build kubelet "$KUBELET_VERSION" build_kubelet
+	wanted "$which" node containerd && build containerd "$CONTAINERD_VERSION" build_containerd
+	if wanted "$which" containerd containerd-extra; then
 		for v in $CONTAINERD_EXTRA_VERSIONS; do build containerd "$v" build_containerd "$v"; done
-		;;
-	esac
-	case $which in
-	all | node | runc) build runc "$RUNC_VERSION" build_runc ;;
-	esac
-	case $which in
-	all | node | crictl) build crictl "$CRICTL_VERSION" build_crictl ;;
-	esac
-	case $which in
-	all | cluster | k8s-controlplane) build k8s-controlplane "$KUBELET_VERSION" build_controlplane ;;
-	esac
-	case $which in
-	all | cluster | etcd) build etcd "$ETCD_VERSION" build_etcd ;;
-	esac
-	case $which in
-	all | cluster | cni-plugins) build cni-plugins "$CNI_PLUGINS_VERSION" build_cni ;;
-	esac
-	case $which in
-	all | cluster | helm) build helm "$HELM_VERSION" build_helm ;;
-	esac
-	case $which in
-	all | cluster | kustomize) build kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
-	esac
+	fi
+	wanted "$which" node runc && build runc "$RUNC_VERSION" build_runc
+	wanted "$which" node crictl && build crictl "$CRICTL_VERSION" build_crictl
+	wanted "$which" cluster k8s-controlplane && build k8s-controlplane "$KUBELET_VERSION" build_controlplane
+	wanted "$which" cluster etcd && build etcd "$ETCD_VERSION" build_etcd
+	wanted "$which" cluster cni-plugins && build cni-plugins "$CNI_PLUGINS_VERSION" build_cni
+	wanted "$which" cluster helm && build helm "$HELM_VERSION" build_helm
+	wanted "$which" cluster kustomize && build kustomize "$KUSTOMIZE_VERSION" build_kustomize
 	for t in kubelet:$KUBELET_VERSION containerd:$CONTAINERD_VERSION containerd-shim-runc-v2:$CONTAINERD_VERSION \
 		ctr:$CONTAINERD_VERSION runc:$RUNC_VERSION crictl:$CRICTL_VERSION \
 		kube-apiserver:$KUBELET_VERSION kube-controller-manager:$KUBELET_VERSION kube-scheduler:$KUBELET_VERSION \
