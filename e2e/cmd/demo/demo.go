@@ -144,16 +144,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 // 1000. The host's group, no gid 0 and ENXIO are required.
 func showDrop(ctx context.Context, say narrator, node *harness.Node, render string) error {
 	p := harness.PodSpec{Name: "media-server", Resources: map[string]int64{resource: 1}, Script: harness.RootStartThenDrop(render)}
-	y, err := node.ManifestYAML(p)
-	if err != nil {
-		return err
-	}
-	say.say("      static pod manifest:")
-	say.block(y)
-	if err := node.CreatePod(ctx, p); err != nil {
-		return err
-	}
-	out, err := node.WaitOutput(ctx, p.Name, harness.ProbeDone, 120*time.Second)
+	out, err := runShown(ctx, say, node, p, harness.ProbeDone)
 	if err != nil {
 		return err
 	}
@@ -188,19 +179,25 @@ func showDrop(ctx context.Context, say narrator, node *harness.Node, render stri
 	return nil
 }
 
-// showPod prints the pod's manifest, runs it and prints what the open of
-// path gave inside it; anything but want is an error.
-func showPod(ctx context.Context, say narrator, node *harness.Node, p harness.PodSpec, path, want string) error {
+// runShown prints the pod's manifest, runs it and returns its output once
+// the output holds marker.
+func runShown(ctx context.Context, say narrator, node *harness.Node, p harness.PodSpec, marker string) (string, error) {
 	y, err := node.ManifestYAML(p)
 	if err != nil {
-		return err
+		return "", err
 	}
 	say.say("      static pod manifest:")
 	say.block(y)
 	if err := node.CreatePod(ctx, p); err != nil {
-		return err
+		return "", err
 	}
-	out, err := node.WaitOutput(ctx, p.Name, path, 120*time.Second)
+	return node.WaitOutput(ctx, p.Name, marker, 120*time.Second)
+}
+
+// showPod prints the pod's manifest, runs it and prints what the open of
+// path gave inside it; anything but want is an error.
+func showPod(ctx context.Context, say narrator, node *harness.Node, p harness.PodSpec, path, want string) error {
+	out, err := runShown(ctx, say, node, p, path)
 	if err != nil {
 		return err
 	}
