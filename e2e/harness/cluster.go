@@ -271,16 +271,13 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *proc, url string, timeout 
 		// Loopback only; the components' serving certs are self-signed.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
 	}}
-	err := poll(ctx, timeout, func() (bool, error) {
-		if !p.running() {
-			return false, fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.tail(4000))
-		}
+	err := p.waitReady(ctx, timeout, func() bool {
 		resp, err := client.Get(url)
 		if err != nil {
-			return false, nil
+			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+		return resp.StatusCode == http.StatusOK
 	})
 	if err != nil {
 		return fmt.Errorf("wait for %s: %w", p.name, err)

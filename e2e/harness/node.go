@@ -409,12 +409,9 @@ func (n *Node) StartContainerd(ctx context.Context) error {
 	}
 	n.containerd = p
 	n.log.Logf("containerd %s started (pid %d)", n.containerdVersion(ctx), p.cmd.Process.Pid)
-	err = poll(ctx, 60*time.Second, func() (bool, error) {
-		if !p.running() {
-			return false, fmt.Errorf("containerd exited: %v\n%s", p.err, p.tail(3000))
-		}
+	err = p.waitReady(ctx, 60*time.Second, func() bool {
 		_, err := n.Ctr(ctx, "version")
-		return err == nil, nil
+		return err == nil
 	})
 	if err != nil {
 		return fmt.Errorf("wait for containerd: %w", err)
@@ -508,14 +505,8 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 	n.kubelet = p
 	n.log.Logf("kubelet started (pid %d)", p.cmd.Process.Pid)
 	healthz := fmt.Sprintf("http://127.0.0.1:%d/healthz", kubeletHealthzPort)
-	err = poll(ctx, 120*time.Second, func() (bool, error) {
-		if !p.running() {
-			return false, fmt.Errorf("kubelet exited: %v\n%s", p.err, p.tail(4000))
-		}
-		if !httpOK(ctx, healthz) {
-			return false, nil
-		}
-		return socketLive(reg) && socketLive(n.PodResourcesSocket), nil
+	err = p.waitReady(ctx, 120*time.Second, func() bool {
+		return httpOK(ctx, healthz) && socketLive(reg) && socketLive(n.PodResourcesSocket)
 	})
 	if err != nil {
 		return fmt.Errorf("wait for kubelet: %w", err)
@@ -598,11 +589,8 @@ func (n *Node) StartNRI(ctx context.Context) error {
 	n.nri = p
 	n.log.Logf("dri-cdi-nri started (pid %d)", p.cmd.Process.Pid)
 	// A pod created before the plugin connected would not see it.
-	err = poll(ctx, 30*time.Second, func() (bool, error) {
-		if !p.running() {
-			return false, fmt.Errorf("dri-cdi-nri exited: %v\n%s", p.err, p.tail(3000))
-		}
-		return n.CountLog("containerd", nriConnected...) > connected, nil
+	err = p.waitReady(ctx, 30*time.Second, func() bool {
+		return n.CountLog("containerd", nriConnected...) > connected
 	})
 	if err != nil {
 		return fmt.Errorf("wait for dri-cdi-nri to connect to containerd: %w", err)

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -60,6 +61,18 @@ func startProc(name, logPath, pidDir string, env []string, argv ...string) (*pro
 }
 
 // running reports whether the process has not exited yet.
+// waitReady polls ready until it holds; when the process exits first it
+// fails at once with the end of the process's log, instead of waiting out
+// the timeout.
+func (p *proc) waitReady(ctx context.Context, timeout time.Duration, ready func() bool) error {
+	return poll(ctx, timeout, func() (bool, error) {
+		if !p.running() {
+			return false, fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.tail(4000))
+		}
+		return ready(), nil
+	})
+}
+
 func (p *proc) running() bool {
 	select {
 	case <-p.done:
