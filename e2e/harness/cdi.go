@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"sigs.k8s.io/yaml"
 )
@@ -73,17 +72,4 @@ func CDINames(dir string) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
-}
-
-// ManifestYAML returns the static pod manifest of p as YAML, for people.
-func (n *Node) ManifestYAML(p PodSpec) (string, error) {
-	data, err := n.manifest(p)
-	if err != nil {
-		return "", err
-	}
-	y, err := yaml.JSONToYAML(data)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimRight(string(y), "\n"), nil
 }

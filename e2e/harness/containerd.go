@@ -1,9 +1,14 @@
 package harness
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // containerd releases the workload scenarios run on besides the default
@@ -110,3 +115,131 @@ func (n *Node) containerdConfigV2() string {
     conf_dir = ` + q(filepath.Join(n.Dir, "cni", "net.d")) + `
 `
 }
+
+// containerdConfigHead is the part of containerd's config that every
+// config version spells the same: its private root, state, sockets, log
+// level and opt dir, under "version = <version>".
+func (n *Node) containerdConfigHead(version int) string {
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	return fmt.Sprintf("version = %d\n", version) + `root = ` + q(filepath.Join(n.Dir, "containerd", "root")) + `
+state = ` + q(filepath.Join(n.Dir, "containerd", "state")) + `
+
+[grpc]
+  address = ` + q(n.ContainerdSocket) + `
+
+[ttrpc]
+  address = ` + q(n.ContainerdSocket+".ttrpc") + `
+
+[debug]
+  level = "info"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = ` + q(filepath.Join(n.Dir, "containerd", "opt")) + `
+`
+}
+
+func (n *Node) containerdConfig() string {
+	runc := n.suite.Tools.Runc
+	if n.suite.OOMClamp {
+		runc = filepath.Join(n.runDir, "bin", "runc")
+	}
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	return n.containerdConfigHead(3) + `
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  socket_path = ` + q(n.NRISocket) + `
+  plugin_path = ` + q(filepath.Join(n.Dir, "nri", "plugins")) + `
+  plugin_config_path = ` + q(filepath.Join(n.Dir, "nri", "conf.d")) + `
+  plugin_registration_timeout = "5s"
+  plugin_request_timeout = "2s"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = ` + q(PauseImage) + `
+
+[plugins."io.containerd.cri.v1.runtime"]
+  cdi_spec_dirs = [` + q(n.RuntimeCDIDir) + `]
+  # Pod network namespaces under the node's state dir, not /var/run/netns.
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      runtime_path = ` + q(n.bins().Shim) + `
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = ` + q(runc) + `
+        Root = ` + q(filepath.Join(n.runDir, "runc")) + `
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [` + q(filepath.Join(n.Dir, "cni", "bin")) + `]
+    conf_dir = ` + q(filepath.Join(n.Dir, "cni", "net.d")) + `
+`
+}
+
+// StartContainerd starts containerd with the node's config and waits
+// until it answers.
+func (n *Node) StartContainerd(ctx context.Context) error {
+	if n.suite.OOMClamp {
+		bin := filepath.Join(n.runDir, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			return err
+		}
+		if err := copyFile(n.suite.clampBin, filepath.Join(bin, "runc"), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(n.suite.Tools.Runc, filepath.Join(bin, "runc.real")); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	}
+	cfg := filepath.Join(n.Dir, "containerd.toml")
+	if err := os.WriteFile(cfg, []byte(n.runtimeConfig()), 0o644); err != nil {
+		return err
+	}
+	bins := n.bins()
+	path := "PATH=" + filepath.Dir(bins.Containerd) + ":" + os.Getenv("PATH")
+	p, err := startProc("containerd", n.logPath("containerd"), n.pidDir(), []string{path}, bins.Containerd, "--config", cfg)
+	if err != nil {
+		return err
+	}
+	n.containerd = p
+	n.log.Logf("containerd %s started (pid %d)", n.containerdVersion(ctx), p.cmd.Process.Pid)
+	err = p.waitReady(ctx, 60*time.Second, func() bool {
+		_, err := n.Ctr(ctx, "version")
+		return err == nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for containerd: %w", err)
+	}
+	return nil
+}
+
+// StopContainerd stops containerd; shims and containers keep running.
+func (n *Node) StopContainerd() {
+	n.containerd.stop(syscall.SIGTERM, 20*time.Second)
+}
+
+// RestartContainerd stops and starts containerd.
+func (n *Node) RestartContainerd(ctx context.Context) error {
+	n.StopContainerd()
+	return n.StartContainerd(ctx)
+}
+
+func (n *Node) importImages(ctx context.Context) error {
+	for _, img := range n.suite.images {
+		if out, err := n.Ctr(ctx, "-n", "k8s.io", "images", "import", img.Path); err != nil {
+			return fmt.Errorf("import %s: %w\n%s", img.Ref, err, out)
+		}
+	}
+	out, err := n.Crictl(ctx, "images", "-q")
+	if err != nil {
+		return fmt.Errorf("list images: %w", err)
+	}
+	if strings.Count(strings.TrimSpace(out), "\n")+1 < len(n.suite.images) {
+		return fmt.Errorf("CRI sees %q after importing %d images", out, len(n.suite.images))
+	}
+	return nil
+}
+
+// ContainerdVersion is `containerd --version` of the node's containerd.
+func (n *Node) ContainerdVersion(ctx context.Context) string { return n.containerdVersion(ctx) }

@@ -61,25 +61,23 @@ func (n *Node) WaitDeviceHealth(ctx context.Context, resource, id, health string
 	return nil
 }
 
-// StopContainer stops a container through CRI with no grace period, as
-// a crash of its process would end it; the kubelet then restarts it
-// when the pod's restartPolicy says so.
-func (n *Node) StopContainer(ctx context.Context, id string) error {
-	_, err := n.Crictl(ctx, "stop", "--timeout", "0", id)
-	return err
+// Registrations is the kubelet's count of device plugin registrations for
+// a resource since the kubelet started.
+func (n *Node) Registrations(ctx context.Context, resource string) (int, error) {
+	v, err := n.KubeletMetric(ctx, "kubelet_device_plugin_registration_total", fmt.Sprintf("resource_name=%q", resource))
+	return int(v), err
 }
 
-// Containers returns every container of the pod's main container, all
-// attempts, newest first.
-func (n *Node) Containers(ctx context.Context, podName string) ([]Container, error) {
-	full := podName + "-" + NodeName
-	out, err := n.Crictl(ctx, "ps", "-a", "-q", "--label", "io.kubernetes.pod.name="+full, "--label", "io.kubernetes.container.name="+ContainerName)
+// WaitRegistrations waits until Registrations reaches min.
+func (n *Node) WaitRegistrations(ctx context.Context, resource string, min int, timeout time.Duration) error {
+	var have int
+	err := poll(ctx, timeout, func() (bool, error) {
+		v, err := n.Registrations(ctx, resource)
+		have = v
+		return err == nil && v >= min, nil
+	})
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("resource %s: want %d plugin registrations, have %d: %w", resource, min, have, err)
 	}
-	var cs []Container
-	for _, id := range strings.Fields(out) {
-		cs = append(cs, Container{ID: id, PodName: full})
-	}
-	return cs, nil
+	return nil
 }

@@ -17,6 +17,31 @@
 // the shared device-plugin directory. Close runs on every path: test
 // cleanup, errors, and SIGINT/SIGTERM (InstallSignalHandler).
 //
+// # Where things are
+//
+// One file a responsibility, so that a scenario reads as a spec of what
+// it does to the node and the cluster:
+//
+//   - suite.go, lock.go, config.go, reap.go: the run (machine lock,
+//     signals, where the tools and the product binaries are, cleanup of
+//     a crashed run).
+//   - node.go, proc.go: a node's lifecycle (StartNode, Close) and the host
+//     processes it runs, with the log and polling helpers.
+//   - containerd.go, kubelet.go: the runtime and the kubelet of a node,
+//     their configs and their start, stop and restart; reboot.go.
+//   - product.go, pids.go: the dri-cdi agent and NRI plugin as node processes;
+//     cdi.go, deviceplugin.go, podresources.go, doctor.go: what the
+//     scenarios read back from them (CDI specs, device-plugin
+//     registrations and health, PodResources, doctor reports).
+//   - gpus.go: the fake GPUs of a node's DRM tree.
+//   - images.go: the pause and busybox images, built without a registry.
+//   - pods.go, workloads.go, probe.go: static pods and their containers,
+//     and what the probe script inside them prints.
+//   - cluster.go, certs.go, kubectl.go, overlay.go, cluster_workloads.go:
+//     the control plane, its PKI, the kubectl/helm/kustomize clients, the
+//     product's manifests as the cluster scenarios install them, and the
+//     Deployments they run.
+//
 // # Quirks
 //
 // The harness applies a host quirk only when a probe shows the host needs

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // ContainerName is the name of the single container of harness pods.
@@ -490,4 +492,40 @@ func (s *ContainerSpec) AllowRules(major, minor int64) []OCIDeviceRule {
 		}
 	}
 	return out
+}
+
+// ManifestYAML returns the static pod manifest of p as YAML, for people.
+func (n *Node) ManifestYAML(p PodSpec) (string, error) {
+	data, err := n.manifest(p)
+	if err != nil {
+		return "", err
+	}
+	y, err := yaml.JSONToYAML(data)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(string(y), "\n"), nil
+}
+
+// StopContainer stops a container through CRI with no grace period, as
+// a crash of its process would end it; the kubelet then restarts it
+// when the pod's restartPolicy says so.
+func (n *Node) StopContainer(ctx context.Context, id string) error {
+	_, err := n.Crictl(ctx, "stop", "--timeout", "0", id)
+	return err
+}
+
+// Containers returns every container of the pod's main container, all
+// attempts, newest first.
+func (n *Node) Containers(ctx context.Context, podName string) ([]Container, error) {
+	full := podName + "-" + NodeName
+	out, err := n.Crictl(ctx, "ps", "-a", "-q", "--label", "io.kubernetes.pod.name="+full, "--label", "io.kubernetes.container.name="+ContainerName)
+	if err != nil {
+		return nil, err
+	}
+	var cs []Container
+	for _, id := range strings.Fields(out) {
+		cs = append(cs, Container{ID: id, PodName: full})
+	}
+	return cs, nil
 }

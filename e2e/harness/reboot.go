@@ -34,6 +34,3 @@ func (n *Node) SimulateReboot(ctx context.Context) error {
 	}
 	return nil
 }
-
-// ContainerdVersion is `containerd --version` of the node's containerd.
-func (n *Node) ContainerdVersion(ctx context.Context) string { return n.containerdVersion(ctx) }

@@ -1,0 +1,94 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Kubelet ports on 127.0.0.1.
+const (
+	kubeletPort         = 10250
+	kubeletReadOnlyPort = 10255
+	kubeletHealthzPort  = 10248
+)
+
+func (n *Node) kubeletConfig() string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %d
+readOnlyPort: %d
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+containerRuntimeEndpoint: unix://%s
+imageServiceEndpoint: unix://%s
+staticPodPath: %s
+podLogsDir: %s
+cgroupDriver: cgroupfs
+cgroupRoot: /%s
+failCgroupV1: false
+failSwapOn: false
+fileCheckFrequency: 2s
+syncFrequency: 10s
+evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+  imagefs.available: "1%%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+%s`, kubeletPort, kubeletReadOnlyPort, kubeletHealthzPort, n.ContainerdSocket, n.ContainerdSocket,
+		n.ManifestDir, filepath.Join(n.Dir, "pod-logs"), n.cgroupRoot, n.opts.kubeletConfig)
+}
+
+// StartKubelet starts the kubelet and waits until it is healthy and
+// serves its device-plugin registration and PodResources sockets.
+func (n *Node) StartKubelet(ctx context.Context) error {
+	cfg := filepath.Join(n.Dir, "kubelet.yaml")
+	if err := os.WriteFile(cfg, []byte(n.kubeletConfig()), 0o644); err != nil {
+		return err
+	}
+	reg := filepath.Join(DevicePluginDir, "kubelet.sock")
+	args := append([]string{n.suite.Tools.Kubelet,
+		"--config=" + cfg,
+		"--root-dir=" + n.KubeletRoot,
+		"--cert-dir=" + filepath.Join(n.KubeletRoot, "pki"),
+		"--hostname-override=" + NodeName,
+		"--v=2"}, n.opts.kubeletArgs...)
+	p, err := startProc("kubelet", n.logPath("kubelet"), n.pidDir(), nil, args...)
+	if err != nil {
+		return err
+	}
+	n.kubelet = p
+	n.log.Logf("kubelet started (pid %d)", p.cmd.Process.Pid)
+	healthz := fmt.Sprintf("http://127.0.0.1:%d/healthz", kubeletHealthzPort)
+	err = p.waitReady(ctx, 120*time.Second, func() bool {
+		return httpOK(ctx, healthz) && socketLive(reg) && socketLive(n.PodResourcesSocket)
+	})
+	if err != nil {
+		return fmt.Errorf("wait for kubelet: %w", err)
+	}
+	return nil
+}
+
+// StopKubelet stops the kubelet; its pods keep running.
+func (n *Node) StopKubelet() {
+	n.kubelet.stop(syscall.SIGTERM, 20*time.Second)
+}
+
+// RestartKubelet stops and starts the kubelet.
+func (n *Node) RestartKubelet(ctx context.Context) error {
+	n.StopKubelet()
+	return n.StartKubelet(ctx)
+}
