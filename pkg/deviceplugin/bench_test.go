@@ -12,7 +12,6 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
-	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
@@ -22,18 +21,8 @@ import (
 func BenchmarkAllocate(b *testing.B) {
 	for _, mode := range []Delivery{DeliveryCDICRI, DeliveryNRI, DeliveryDeviceSpecs} {
 		b.Run(string(mode), func(b *testing.B) {
-			dir := kubelettest.ShortDir(b)
-			k, err := kubelettest.Start(dir)
-			require.NoError(b, err)
-			defer k.Stop()
-			l := logrus.New()
-			l.SetLevel(logrus.ErrorLevel)
-			m, err := NewManager(Options{KubeletDir: dir, Delivery: mode, Name: testName, Log: logrus.NewEntry(l), Metrics: metrics.NewAgent("bench")})
-			require.NoError(b, err)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- m.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			e := startLogged(b, mode, true, quietLog())
+			m, k, ctx := e.m, e.k, context.Background()
 
 			cards := make([]drm.Card, 16)
 			for i := range cards {
@@ -99,18 +88,8 @@ func BenchmarkAllocateHandler(b *testing.B) {
 // (every socket deleted, kubelet.sock served anew) to the kubelet
 // receiving the device list again over a new registration.
 func BenchmarkKubeletRestart(b *testing.B) {
-	dir := kubelettest.ShortDir(b)
-	k, err := kubelettest.Start(dir)
-	require.NoError(b, err)
-	defer k.Stop()
-	l := logrus.New()
-	l.SetLevel(logrus.ErrorLevel)
-	m, err := NewManager(Options{KubeletDir: dir, Delivery: DeliveryCDICRI, Name: testName, Log: logrus.NewEntry(l)})
-	require.NoError(b, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	e := startLogged(b, DeliveryCDICRI, true, quietLog())
+	m, k := e.m, e.k
 	require.NoError(b, m.Update([]config.Pool{pool(res, 1, testCard("0000:03:00.0", 0, 0))}, nil))
 	require.Eventually(b, func() bool { e := k.Endpoint(res); return e != nil && e.Updates() > 0 }, wait, tick)
 
@@ -133,4 +112,11 @@ func BenchmarkKubeletRestart(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
+
+// quietLog logs only errors.
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.SetLevel(logrus.ErrorLevel)
+	return logrus.NewEntry(l)
 }

@@ -55,6 +55,13 @@ type env struct {
 // kubelet false the dir has no kubelet.sock yet.
 func start(t testing.TB, delivery Delivery, kubelet bool) *env {
 	t.Helper()
+	return startLogged(t, delivery, kubelet, testLog(t))
+}
+
+// startLogged is start with the manager logging to log; benchmarks pass
+// one that logs only errors, so that logging is not what they measure.
+func startLogged(t testing.TB, delivery Delivery, kubelet bool, log *logrus.Entry) *env {
+	t.Helper()
 	e := &env{dir: kubelettest.ShortDir(t), metrics: metrics.NewAgent("test"), done: make(chan error, 1)}
 	if kubelet {
 		k, err := kubelettest.Start(e.dir)
@@ -62,7 +69,7 @@ func start(t testing.TB, delivery Delivery, kubelet bool) *env {
 		e.k = k
 		t.Cleanup(k.Stop)
 	}
-	m, err := NewManager(Options{KubeletDir: e.dir, Delivery: delivery, Name: testName, Log: testLog(t), Metrics: e.metrics})
+	m, err := NewManager(Options{KubeletDir: e.dir, Delivery: delivery, Name: testName, Log: log, Metrics: e.metrics})
 	require.NoError(t, err)
 	e.m = m
 	ctx, cancel := context.WithCancel(context.Background())
