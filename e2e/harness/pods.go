@@ -195,6 +195,20 @@ type ContainerStatus struct {
 	} `json:"state"`
 }
 
+// WaitingWith is a WaitPod condition: a container of the pod waits (to
+// be created or restarted) with a message that contains substr, as a
+// container whose device the runtime or dri-cdi refused does.
+func WaitingWith(substr string) func(PodStatus) bool {
+	return func(s PodStatus) bool {
+		for _, c := range s.Containers {
+			if c.State.Waiting != nil && strings.Contains(c.State.Waiting.Message, substr) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // Describe is a one-line summary for logs and failures.
 func (s PodStatus) Describe() string {
 	parts := []string{"phase=" + s.Phase}

@@ -29,14 +29,7 @@ func startCluster(t *testing.T, opts harness.ClusterOptions) *harness.Cluster {
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			c.DumpLogs()
-		}
-		if err := c.Close(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
+	closeAtEnd(t, c)
 	return c
 }
 

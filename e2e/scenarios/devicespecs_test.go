@@ -61,14 +61,7 @@ func TestDeviceSpecsByPath(t *testing.T) {
 	require.NoError(t, n.Tree.Renumber(y.ID(), x.Card, x.Render))
 	require.NoError(t, n.WaitDeviceHealth(ctx, resource, y.ID(), pluginapi.Healthy, 60*time.Second))
 	require.NoError(t, n.StopContainer(ctx, first.ID))
-	st, err := n.WaitPod(ctx, holder.Name, 90*time.Second, func(s harness.PodStatus) bool {
-		for _, c := range s.Containers {
-			if c.State.Waiting != nil && strings.Contains(c.State.Waiting.Message, "by-path/pci-"+x.ID()) {
-				return true
-			}
-		}
-		return false
-	})
+	st, err := n.WaitPod(ctx, holder.Name, 90*time.Second, harness.WaitingWith("by-path/pci-"+x.ID()))
 	require.NoError(t, err, "the restarted container must fail on X's missing by-path link")
 	t.Logf("holder after the restart: %s", st.Describe())
 	requireNoContainerHolds(t, n, holder.Name, first.ID, x.Render)

@@ -77,13 +77,22 @@ func startNode(t *testing.T, opts harness.NodeOptions) *harness.Node {
 	if err != nil {
 		t.Fatalf("start node: %v", err)
 	}
+	closeAtEnd(t, n)
+	return n
+}
+
+// closeAtEnd tears a node or a cluster down when the test ends, dumping
+// its logs first when the test failed.
+func closeAtEnd(t *testing.T, c interface {
+	DumpLogs()
+	Close() error
+}) {
 	t.Cleanup(func() {
 		if t.Failed() {
-			n.DumpLogs()
+			c.DumpLogs()
 		}
-		if err := n.Close(); err != nil {
+		if err := c.Close(); err != nil {
 			t.Errorf("teardown: %v", err)
 		}
 	})
-	return n
 }

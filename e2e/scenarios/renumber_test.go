@@ -92,14 +92,7 @@ func TestRenumberAfterUnbind(t *testing.T) {
 	// 4. The holder's container dies; the kubelet restarts it from its
 	// cached allocation of X.
 	require.NoError(t, n.StopContainer(ctx, first.ID))
-	st, err := n.WaitPod(ctx, holder.Name, 90*time.Second, func(s harness.PodStatus) bool {
-		for _, c := range s.Containers {
-			if c.State.Waiting != nil && strings.Contains(c.State.Waiting.Message, unavailableMsg) {
-				return true
-			}
-		}
-		return false
-	})
+	st, err := n.WaitPod(ctx, holder.Name, 90*time.Second, harness.WaitingWith(unavailableMsg))
 	require.NoError(t, err, "the restarted container must fail with dri-cdi's error for X")
 	t.Logf("holder after the restart: %s", st.Describe())
 	require.Contains(t, st.Describe(), x.ID(), "the error must name X")
@@ -242,14 +235,7 @@ func TestRenumberWhileAgentDown(t *testing.T) {
 
 	// 3. The restart resolves the stale spec; the host check refuses it.
 	require.NoError(t, n.StopContainer(ctx, first.ID))
-	st, err := n.WaitPod(ctx, holder.Name, 90*time.Second, func(s harness.PodStatus) bool {
-		for _, c := range s.Containers {
-			if c.State.Waiting != nil && strings.Contains(c.State.Waiting.Message, mismatchMsg) {
-				return true
-			}
-		}
-		return false
-	})
+	st, err := n.WaitPod(ctx, holder.Name, 90*time.Second, harness.WaitingWith(mismatchMsg))
 	require.NoError(t, err, "the restarted container must fail dri-cdi-nri's host check")
 	t.Logf("holder with the agent down: %s", st.Describe())
 	require.Contains(t, st.Describe(), x.ID())
@@ -263,14 +249,7 @@ func TestRenumberWhileAgentDown(t *testing.T) {
 	require.Eventually(t, func() bool { return specDefines(t, n, x.ID()) && len(specNodes(t, n, x.ID())) == 0 },
 		30*time.Second, 250*time.Millisecond, "X's spec must keep its name and hold no device node")
 	require.GreaterOrEqual(t, n.CountLog("agent", "removed a socket a previous agent left behind"), 1, "the dead agent's socket must be removed")
-	_, err = n.WaitPod(ctx, holder.Name, 180*time.Second, func(s harness.PodStatus) bool {
-		for _, c := range s.Containers {
-			if c.State.Waiting != nil && strings.Contains(c.State.Waiting.Message, unavailableMsg) {
-				return true
-			}
-		}
-		return false
-	})
+	_, err = n.WaitPod(ctx, holder.Name, 180*time.Second, harness.WaitingWith(unavailableMsg))
 	require.NoError(t, err, "the next retry must fail with the card-unavailable error")
 	requireNoContainerHolds(t, n, holder.Name, first.ID, x.Render)
 }
