@@ -31,11 +31,7 @@ func (n *Node) Allocatable(ctx context.Context, resource string) ([]string, erro
 		if err != nil {
 			return fmt.Errorf("podresources GetAllocatableResources: %w", err)
 		}
-		for _, d := range resp.GetDevices() {
-			if d.GetResourceName() == resource {
-				ids = append(ids, d.GetDeviceIds()...)
-			}
-		}
+		ids = deviceIDs(resp.GetDevices(), resource)
 		return nil
 	})
 	sort.Strings(ids)
@@ -45,12 +41,7 @@ func (n *Node) Allocatable(ctx context.Context, resource string) ([]string, erro
 // WaitAllocatable waits until the resource has at least min allocatable
 // devices and returns them.
 func (n *Node) WaitAllocatable(ctx context.Context, resource string, min int, timeout time.Duration) ([]string, error) {
-	var ids []string
-	err := poll(ctx, timeout, func() (bool, error) {
-		var err error
-		ids, err = n.Allocatable(ctx, resource)
-		return err == nil && len(ids) >= min, nil
-	})
+	ids, err := n.waitAllocatable(ctx, resource, timeout, func(ids []string) bool { return len(ids) >= min })
 	if err != nil {
 		return ids, fmt.Errorf("resource %s: want %d allocatable devices, have %v: %w", resource, min, ids, err)
 	}
@@ -62,16 +53,34 @@ func (n *Node) WaitAllocatable(ctx context.Context, resource string, min int, ti
 func (n *Node) WaitAllocatableExactly(ctx context.Context, resource string, want []string, timeout time.Duration) error {
 	want = append([]string(nil), want...)
 	sort.Strings(want)
-	var ids []string
-	err := poll(ctx, timeout, func() (bool, error) {
-		var err error
-		ids, err = n.Allocatable(ctx, resource)
-		return err == nil && fmt.Sprint(ids) == fmt.Sprint(want), nil
-	})
+	ids, err := n.waitAllocatable(ctx, resource, timeout, func(ids []string) bool { return fmt.Sprint(ids) == fmt.Sprint(want) })
 	if err != nil {
 		return fmt.Errorf("resource %s: want allocatable %v, have %v: %w", resource, want, ids, err)
 	}
 	return nil
+}
+
+// waitAllocatable polls the resource's allocatable device IDs until ok
+// holds for them, and returns the last ones it saw.
+func (n *Node) waitAllocatable(ctx context.Context, resource string, timeout time.Duration, ok func(ids []string) bool) ([]string, error) {
+	var ids []string
+	err := poll(ctx, timeout, func() (bool, error) {
+		var err error
+		ids, err = n.Allocatable(ctx, resource)
+		return err == nil && ok(ids), nil
+	})
+	return ids, err
+}
+
+// deviceIDs are the IDs of the devices of resource among devs.
+func deviceIDs(devs []*podresourcesv1.ContainerDevices, resource string) []string {
+	var ids []string
+	for _, d := range devs {
+		if d.GetResourceName() == resource {
+			ids = append(ids, d.GetDeviceIds()...)
+		}
+	}
+	return ids
 }
 
 // Allocated returns the device IDs the kubelet reports (List) as
@@ -92,11 +101,7 @@ func (n *Node) Allocated(ctx context.Context, podName, resource string) ([]strin
 				if ctr.GetName() != ContainerName {
 					continue
 				}
-				for _, d := range ctr.GetDevices() {
-					if d.GetResourceName() == resource {
-						ids = append(ids, d.GetDeviceIds()...)
-					}
-				}
+				ids = append(ids, deviceIDs(ctr.GetDevices(), resource)...)
 			}
 		}
 		return nil
