@@ -84,10 +84,7 @@ func (n *Node) runtimeConfig() string {
 // The runc wrapper, runc root and cgroupfs settings are those of the
 // version 3 config.
 func (n *Node) containerdConfigV2() string {
-	runc := n.suite.Tools.Runc
-	if n.suite.OOMClamp {
-		runc = filepath.Join(n.runDir, "bin", "runc")
-	}
+	runc := n.runcBinary()
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
 	return n.containerdConfigHead(2) + `
 [plugins."io.containerd.nri.v1.nri"]
@@ -116,6 +113,16 @@ func (n *Node) containerdConfigV2() string {
 `
 }
 
+// runcBinary is the runc that containerd's runtime runs: the suite's
+// runc, or on a host that needs the oom_score_adj quirk the clamping
+// wrapper StartContainerd puts before it.
+func (n *Node) runcBinary() string {
+	if n.suite.OOMClamp {
+		return filepath.Join(n.runDir, "bin", "runc")
+	}
+	return n.suite.Tools.Runc
+}
+
 // containerdConfigHead is the part of containerd's config that every
 // config version spells the same: its private root, state, sockets, log
 // level and opt dir, under "version = <version>".
@@ -139,10 +146,7 @@ state = ` + q(filepath.Join(n.Dir, "containerd", "state")) + `
 }
 
 func (n *Node) containerdConfig() string {
-	runc := n.suite.Tools.Runc
-	if n.suite.OOMClamp {
-		runc = filepath.Join(n.runDir, "bin", "runc")
-	}
+	runc := n.runcBinary()
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
 	return n.containerdConfigHead(3) + `
 [plugins."io.containerd.nri.v1.nri"]
@@ -181,14 +185,14 @@ func (n *Node) containerdConfig() string {
 // until it answers.
 func (n *Node) StartContainerd(ctx context.Context) error {
 	if n.suite.OOMClamp {
-		bin := filepath.Join(n.runDir, "bin")
-		if err := os.MkdirAll(bin, 0o755); err != nil {
+		runc := n.runcBinary()
+		if err := os.MkdirAll(filepath.Dir(runc), 0o755); err != nil {
 			return err
 		}
-		if err := copyFile(n.suite.clampBin, filepath.Join(bin, "runc"), 0o755); err != nil {
+		if err := copyFile(n.suite.clampBin, runc, 0o755); err != nil {
 			return err
 		}
-		if err := os.Symlink(n.suite.Tools.Runc, filepath.Join(bin, "runc.real")); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.Symlink(n.suite.Tools.Runc, runc+".real"); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
 		}
 	}
