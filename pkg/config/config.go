@@ -20,10 +20,6 @@ const (
 	// DefaultKind is the CDI kind used when the config sets none: the
 	// one defined by package cdi, so the two cannot drift apart.
 	DefaultKind = cdi.DefaultKind
-	// DRADriver is the name of the dri-cdi DRA driver: the driver of its
-	// ResourceSlices and DeviceClasses, and the driver dri-cdi-nri trusts
-	// in PodResources DynamicResources.
-	DRADriver = "dri-cdi.dev"
 	// DefaultPoolPrefix starts the resource name of every default pool:
 	// dri-cdi.dev/<driver>. A DRA DeviceClass carries the same name as its
 	// extendedResourceName, so a pod's request means the same on both.
