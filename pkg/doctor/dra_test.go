@@ -65,7 +65,8 @@ func TestCheckDRAOneMode(t *testing.T) {
 			for _, f := range tc.files {
 				writeFile(t, filepath.Join(opts.Root, opts.KubeletDir, f), "")
 			}
-			rep := Check(context.Background(), opts)
+			rep, err := Check(context.Background(), opts)
+			require.NoError(t, err)
 			var got *Result
 			for i := range rep.Results {
 				if rep.Results[i].Name == "dra.one-mode" {
