@@ -1,0 +1,51 @@
+package harness
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/template"
+)
+
+//go:embed manifests/dra-kustomization.yaml.tmpl
+var draOverlayTemplate string
+
+// DRAPluginDir is the DRA plugin's data dir on the node (its socket and
+// checkpoint), under the kubelet's plugins dir.
+func (n *Node) DRAPluginDir() string { return filepath.Join(n.PluginsDir(), "dri-cdi.dev") }
+
+// WriteDRAOverlay writes the e2e overlay of the repository's DRA overlay
+// (deployments/kustomize/overlays/dra) into dir (created) and returns dir,
+// for `kubectl apply -k`: the DRA DaemonSet retargeted to the node's
+// private paths.
+func (c *Cluster) WriteDRAOverlay(dir string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	base, err := filepath.Rel(dir, filepath.Join(root, "deployments", "kustomize", "overlays", "dra"))
+	if err != nil {
+		return "", err
+	}
+	n := c.Node
+	data := map[string]any{
+		"Base":            base,
+		"Sysfs":           n.SysfsRoot,
+		"Dev":             n.DevRoot,
+		"CDIDir":          n.CDIDir,
+		"NRIDir":          filepath.Dir(n.NRISocket),
+		"PodResourcesDir": filepath.Dir(n.PodResourcesSocket),
+		"RegistryDir":     n.PluginsRegistryDir(),
+		"PluginDir":       n.DRAPluginDir(),
+	}
+	var buf bytes.Buffer
+	if err := template.Must(template.New("dra-overlay").Option("missingkey=error").Parse(draOverlayTemplate)).Execute(&buf, data); err != nil {
+		return "", fmt.Errorf("e2e DRA overlay: %w", err)
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), buf.Bytes(), 0o644)
+}
