@@ -42,6 +42,8 @@ func (c *Cluster) WriteDRAOverlay(dir string) (string, error) {
 		"PodResourcesDir": filepath.Dir(n.PodResourcesSocket),
 		"RegistryDir":     n.PluginsRegistryDir(),
 		"PluginDir":       n.DRAPluginDir(),
+		"APIHost":         "127.0.0.1",
+		"APIPort":         fmt.Sprint(apiServerPort),
 	}
 	var buf bytes.Buffer
 	if err := template.Must(template.New("dra-overlay").Option("missingkey=error").Parse(draOverlayTemplate)).Execute(&buf, data); err != nil {

@@ -32,7 +32,8 @@ func TestDRAOverlayRenders(t *testing.T) {
 		"--registrar-dir=/e2e/kubelet/plugins_registry", "--plugin-data-dir=/e2e/kubelet/plugins/dri-cdi.dev",
 		"mountPath: /e2e/kubelet/plugins_registry", "path: /e2e/kubelet/plugins_registry",
 		"mountPath: /e2e/kubelet/plugins/dri-cdi.dev", "path: /e2e/kubelet/plugins/dri-cdi.dev",
-		"path: /e2e/drm/dev/dri", "mountPath: /e2e/drm/dev/dri", "path: /e2e/cdi", "path: /e2e/nri-run", "path: /e2e/kubelet/pod-resources"} {
+		"path: /e2e/drm/dev/dri", "mountPath: /e2e/drm/dev/dri", "path: /e2e/cdi", "hostNetwork: true",
+		"name: KUBERNETES_SERVICE_HOST\n          value: 127.0.0.1", "path: /e2e/nri-run", "path: /e2e/kubelet/pod-resources"} {
 		if !strings.Contains(dra, want) {
 			t.Errorf("rendered DRA DaemonSet lacks %q", want)
 		}

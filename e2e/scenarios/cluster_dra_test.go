@@ -2,7 +2,8 @@ package scenarios
 
 import (
 	"context"
-	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,6 +57,11 @@ func TestClusterDRA(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, rendered, "image: "+c.Image, "the manifests must name the image `make image` built")
 		kubectl(t, c, "apply", "-k", overlay)
+		t.Cleanup(func() {
+			if t.Failed() {
+				logPodContainers(t, c, driCDINamespace, draPods)
+			}
+		})
 		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
 		var ds struct{ harness.DaemonSetStatus }
 		require.NoError(t, c.GetJSON(ctx, &ds, "daemonset", driCDIDaemonSet, "-n", driCDINamespace))
@@ -218,6 +224,22 @@ func TestClusterDRA(t *testing.T) {
 	})
 }
 
+// logPodContainers logs the output of every container of the pods
+// matching selector, read through CRI, for a failed step.
+func logPodContainers(t *testing.T, c *harness.Cluster, ns, selector string) {
+	pods, err := c.Pods(context.Background(), ns, selector)
+	if err != nil {
+		t.Logf("list pods %s: %v", selector, err)
+		return
+	}
+	for i := range pods {
+		for _, s := range pods[i].Status.ContainerStatuses {
+			out, err := c.ContainerLogs(context.Background(), &pods[i], s.Name)
+			t.Logf("---- %s/%s container %s (err %v) ----\n%s", ns, pods[i].Metadata.Name, s.Name, err, out)
+		}
+	}
+}
+
 // waitSlice waits until the node's ResourceSlice of our driver lists n
 // devices and returns them.
 func waitSlice(t *testing.T, c *harness.Cluster, n int) map[string]harness.SliceDevice {
@@ -276,12 +298,24 @@ func requireCheckpointHas(t *testing.T, c *harness.Cluster, uid string, want boo
 	require.Equal(t, want, checkpointHas(t, c, uid), "claim %s in the DRA plugin's checkpoint", uid)
 }
 
-// nriMetrics reads the DRA pod's NRI plugin metrics through the API
-// server's pod proxy.
+// nriMetrics reads the DRA pod's NRI plugin metrics. The e2e DRA pod
+// runs in the host's network namespace (see harness.WriteDRAOverlay), and
+// the API server's pod proxy refuses loopback pod addresses, so they are
+// read on the host's loopback directly.
 func nriMetrics(t *testing.T, c *harness.Cluster) string {
 	t.Helper()
-	pod := mustOnePod(t, c, driCDINamespace, draPods)
-	return kubectl(t, c, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:9471/proxy/metrics", driCDINamespace, pod.Metadata.Name))
+	mustOnePod(t, c, driCDINamespace, draPods)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:9471/metrics", nil)
+	require.NoError(t, err)
+	rsp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer rsp.Body.Close()
+	body, err := io.ReadAll(rsp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, rsp.StatusCode, string(body))
+	return string(body)
 }
 
 // metricValue returns the value of one series ("name{labels}") in a
