@@ -18,8 +18,8 @@ func (n *Node) DRAPluginDir() string { return filepath.Join(n.PluginsDir(), "dri
 
 // WriteDRAOverlay writes the e2e overlay of the repository's DRA overlay
 // (deployments/kustomize/overlays/dra) into dir (created) and returns dir,
-// for `kubectl apply -k`: the DRA DaemonSet retargeted to the node's
-// private paths.
+// for `kubectl apply -k`: both DaemonSets retargeted to the node's private
+// paths, so either runs, as the node's dri-cdi.dev/mode label says.
 func (c *Cluster) WriteDRAOverlay(dir string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -28,13 +28,24 @@ func (c *Cluster) WriteDRAOverlay(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	base, err := filepath.Rel(dir, filepath.Join(root, "deployments", "kustomize", "overlays", "dra"))
+	// Two levels: the base e2e overlay's patches retarget the device
+	// plugin's DaemonSet inside the DRA overlay (dir/device-plugin), so
+	// that the node can also be switched back to the device plugin; the
+	// DRA template on top retargets the DRA DaemonSet.
+	dpDir := filepath.Join(dir, "device-plugin")
+	if err := os.MkdirAll(dpDir, 0o755); err != nil {
+		return "", err
+	}
+	base, err := filepath.Rel(dpDir, filepath.Join(root, "deployments", "kustomize", "overlays", "dra"))
 	if err != nil {
+		return "", err
+	}
+	if err := c.writeKustomization(dpDir, base, "dri-cdi", true, OverlayOptions{}); err != nil {
 		return "", err
 	}
 	n := c.Node
 	data := map[string]any{
-		"Base":            base,
+		"Base":            "device-plugin",
 		"Sysfs":           n.SysfsRoot,
 		"Dev":             n.DevRoot,
 		"CDIDir":          n.CDIDir,

@@ -27,7 +27,17 @@ func TestDRAOverlayRenders(t *testing.T) {
 		t.Fatalf("kustomize build: %v\n%s", err, out)
 	}
 	s := string(out)
-	dra := s[strings.Index(s, "name: dri-cdi-dra\n  namespace: dri-cdi\nspec:"):]
+	i := strings.Index(s, "name: dri-cdi-dra\n  namespace: dri-cdi\nspec:")
+	if i < 0 {
+		t.Fatalf("no DRA DaemonSet in\n%s", s)
+	}
+	dp, dra := s[:i], s[i:]
+	// The device plugin's DaemonSet, before it, is retargeted too.
+	for _, want := range []string{"--sysfs-root=/e2e/drm/sys", "path: /e2e/cdi", "path: /e2e/kubelet/pod-resources"} {
+		if !strings.Contains(dp, want) {
+			t.Errorf("rendered device-plugin DaemonSet lacks %q", want)
+		}
+	}
 	for _, want := range []string{"--sysfs-root=/e2e/drm/sys", "--dev-root=/e2e/drm/dev",
 		"--registrar-dir=/e2e/kubelet/plugins_registry", "--plugin-data-dir=/e2e/kubelet/plugins/dri-cdi.dev",
 		"mountPath: /e2e/kubelet/plugins_registry", "path: /e2e/kubelet/plugins_registry",
