@@ -208,8 +208,6 @@ func (d *Driver) Run(ctx context.Context) error {
 		kubeletplugin.KubeClient(d.opts.KubeClient),
 		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDataDir),
 		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistrarDir),
-		// The gRPC requests are logged at debug level by the driver.
-		kubeletplugin.GRPCVerbosity(-1),
 	}
 	if d.opts.PodUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(d.opts.PodUID)))
