@@ -31,9 +31,15 @@ func discover(t *testing.T, gpus ...drmtest.GPU) (*drmtest.Tree, []drm.Card) {
 	return tree, inv.Cards
 }
 
-func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: ptr.To(s)} }
-func num(i int64) resourceapi.DeviceAttribute  { return resourceapi.DeviceAttribute{IntValue: ptr.To(i)} }
-func flag(b bool) resourceapi.DeviceAttribute  { return resourceapi.DeviceAttribute{BoolValue: ptr.To(b)} }
+func str(s string) resourceapi.DeviceAttribute {
+	return resourceapi.DeviceAttribute{StringValue: ptr.To(s)}
+}
+func num(i int64) resourceapi.DeviceAttribute {
+	return resourceapi.DeviceAttribute{IntValue: ptr.To(i)}
+}
+func flag(b bool) resourceapi.DeviceAttribute {
+	return resourceapi.DeviceAttribute{BoolValue: ptr.To(b)}
+}
 
 func TestBuildHybridNode(t *testing.T) {
 	tree, cards := discover(t, hybrid...)
