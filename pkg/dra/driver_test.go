@@ -69,11 +69,8 @@ func fakeClient() *fake.Clientset {
 // with the fake kubelet, and stops it at the end of the test.
 func start(t *testing.T, data, reg string, client *fake.Clientset, podUID string, pools []config.Pool, unhealthy map[string]bool, skip ...string) *env {
 	t.Helper()
-	log := logrus.New()
-	log.SetLevel(logrus.DebugLevel)
-	log.SetOutput(testWriter{t})
 	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, SysfsRoot: t.TempDir(),
-		PluginDataDir: data, RegistrarDir: reg, PodUID: podUID, KubeClient: client, Log: logrus.NewEntry(log)})
+		PluginDataDir: data, RegistrarDir: reg, PodUID: podUID, KubeClient: client, Log: testEntry(t)})
 	require.NoError(t, err)
 	require.NoError(t, d.Update(pools, unhealthy))
 	require.ErrorContains(t, d.Ready(), "not started")
@@ -99,6 +96,13 @@ func (e *env) close() {
 	e.plugin.Close()
 	e.stop()
 	require.NoError(e.t, <-e.runErr)
+}
+
+func testEntry(t *testing.T) *logrus.Entry {
+	log := logrus.New()
+	log.SetLevel(logrus.DebugLevel)
+	log.SetOutput(testWriter{t})
+	return logrus.NewEntry(log)
 }
 
 type testWriter struct{ t *testing.T }
