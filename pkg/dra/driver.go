@@ -23,13 +23,16 @@ import (
 
 // DriverName is the DRA driver name of dri-cdi: the slices' driver, the
 // domain of the unqualified attributes, the plugin's registration name.
-const DriverName = "dri-cdi.dev"
+// Its one home is pkg/config, which the NRI plugin and doctor read
+// without linking the helper.
+const DriverName = config.DRADriver
 
 // Defaults of Options, from the helper's own defaults.
 var (
 	// DefaultPluginDataDir holds dra.sock, the checkpoint and the lock.
 	DefaultPluginDataDir = filepath.Join(kubeletplugin.KubeletPluginsDir, DriverName)
-	// DefaultRegistrarDir is where the kubelet looks for plugins.
+	// DefaultRegistrarDir is where the kubelet looks for plugins; it is
+	// the helper's default, config.DRARegistrarDir (checked by a test).
 	DefaultRegistrarDir = kubeletplugin.KubeletRegistryDir
 )
 

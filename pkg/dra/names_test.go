@@ -6,6 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 )
 
 func TestDeviceName(t *testing.T) {
@@ -70,4 +73,11 @@ func FuzzDeviceName(f *testing.F) {
 			t.Fatalf("DeviceName(%q) = DeviceName(%q) = %q", a, b, na)
 		}
 	})
+}
+
+// The names other binaries read from pkg/config are the helper's.
+func TestSharedNamesAreTheHelpers(t *testing.T) {
+	require.Equal(t, kubeletplugin.KubeletRegistryDir, config.DRARegistrarDir)
+	require.Equal(t, config.DRARegistrationSocket, DriverName+"-reg.sock")
+	require.Equal(t, config.DefaultPoolPrefix, DriverName+"/")
 }
