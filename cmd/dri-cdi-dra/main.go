@@ -36,7 +36,7 @@ func main() {
 	fs.StringVar(&o.Agent.Roots.Dev, "dev-root", drm.DefaultRoots.Dev, "dev tree holding dri/ (device nodes)")
 	fs.StringVar(&o.Agent.CDIDir, "cdi-dir", cdi.DefaultDir, "directory for the CDI spec files")
 	fs.StringVar(&o.Agent.ConfigPath, "config", "", "YAML config file (empty: one pool per driver)")
-	fs.StringVar(&o.Agent.MetricsAddr, "metrics-addr", ":9471", "address for /metrics, /healthz and /readyz (empty disables)")
+	fs.StringVar(&o.Agent.MetricsAddr, "metrics-addr", ":9472", "address for /metrics, /healthz and /readyz (empty disables)")
 	fs.DurationVar(&o.Agent.ResyncInterval, "resync-interval", agent.DefaultResyncInterval, "period of the full rescan behind inotify and uevents")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: error, warn, info, debug, trace")

@@ -23,13 +23,16 @@ import (
 
 // DriverName is the DRA driver name of dri-cdi: the slices' driver, the
 // domain of the unqualified attributes, the plugin's registration name.
-const DriverName = "dri-cdi.dev"
+// Its one home is pkg/config, which the NRI plugin and doctor read
+// without linking the helper.
+const DriverName = config.DRADriver
 
 // Defaults of Options, from the helper's own defaults.
 var (
 	// DefaultPluginDataDir holds dra.sock, the checkpoint and the lock.
 	DefaultPluginDataDir = filepath.Join(kubeletplugin.KubeletPluginsDir, DriverName)
-	// DefaultRegistrarDir is where the kubelet looks for plugins.
+	// DefaultRegistrarDir is where the kubelet looks for plugins; it is
+	// the helper's default, config.DRARegistrarDir (checked by a test).
 	DefaultRegistrarDir = kubeletplugin.KubeletRegistryDir
 )
 
@@ -208,8 +211,6 @@ func (d *Driver) Run(ctx context.Context) error {
 		kubeletplugin.KubeClient(d.opts.KubeClient),
 		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDataDir),
 		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistrarDir),
-		// The gRPC requests are logged at debug level by the driver.
-		kubeletplugin.GRPCVerbosity(-1),
 	}
 	if d.opts.PodUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(d.opts.PodUID)))
