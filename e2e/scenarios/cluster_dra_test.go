@@ -210,7 +210,7 @@ func TestClusterDRA(t *testing.T) {
 	})
 
 	t.Run("DoctorSeesOneMode", func(t *testing.T) {
-		rep, text, err := c.Node.Doctor(ctx, "cdi-cri")
+		rep, text, err := c.Node.Doctor(ctx, harness.DeliveryCDICRI)
 		require.NoError(t, err)
 		var found bool
 		for _, r := range rep.Results {
