@@ -18,8 +18,9 @@ import (
 
 const (
 	// DefaultPoolPrefix starts the resource name of every default pool:
-	// dri-cdi.dev/<driver>.
-	DefaultPoolPrefix = "dri-cdi.dev/"
+	// dri-cdi.dev/<driver>. A DRA DeviceClass carries the same name as its
+	// extendedResourceName, so a pod's request means the same on both.
+	DefaultPoolPrefix = DRADriver + "/"
 	// MaxReplicas bounds replicas, so that a typo cannot make the agent
 	// advertise millions of devices.
 	MaxReplicas = 1000
