@@ -41,6 +41,9 @@
 //     the control plane, its PKI, the kubectl/helm/kustomize clients, the
 //     product's manifests as the cluster scenarios install them, and the
 //     Deployments they run.
+//   - The *_dra.go files add the same for DRA: the kubelet's plugin
+//     directories, the DRA overlay, ResourceSlices and claims, and the
+//     DRA workloads.
 //
 // # Quirks
 //
