@@ -167,6 +167,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	p.Repetitions = map[string]int{}
 	p.Dirs = map[string]string{}
 	p.Versions = map[string]string{}
+	b.recordBinaries()
 	if la, err := LoadAvg(); err == nil {
 		p.LoadAvgBefore = la
 	}
