@@ -18,11 +18,13 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
+	"github.com/dri-cdi/dri-cdi/pkg/gctune"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
 
 func main() {
+	gctune.Apply()
 	var o agent.Options
 	var logFormat, logLevel string
 	fs := flag.NewFlagSet("dri-cdi-agent", flag.ContinueOnError)

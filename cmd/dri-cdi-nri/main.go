@@ -14,12 +14,14 @@ import (
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
+	"github.com/dri-cdi/dri-cdi/pkg/gctune"
 	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
 func main() {
+	gctune.Apply()
 	var o options
 	fs := flag.NewFlagSet("dri-cdi-nri", flag.ExitOnError)
 	fs.StringVar(&o.nriSocket, "nri-socket", nri.DefaultSocket, "the runtime's NRI socket")
