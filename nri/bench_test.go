@@ -24,7 +24,7 @@ func benchPlugin(b *testing.B) *nri.Plugin {
 	b.Helper()
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	store := nri.NewSpecStore(b.TempDir(), kind,
+	store := nri.NewSpecIndex(b.TempDir(), kind,
 		func(string, string) (map[string][]drm.DeviceNode, error) { return specs, nil }, nil, logrus.NewEntry(log))
 	require.NoError(b, store.Reload())
 	p, err := nri.New(nri.Config{

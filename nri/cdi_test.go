@@ -43,7 +43,7 @@ func TestSpecsFromTheAgentsWriter(t *testing.T) {
 	_, err = w.Sync([]drm.Card{testCard(cardA, 1)})
 	require.NoError(t, err)
 
-	store := nri.NewSpecStore(dir, cdi.DefaultKind, cdi.LoadDevices, nil, log)
+	store := nri.NewSpecIndex(dir, cdi.DefaultKind, cdi.LoadDevices, nil, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- store.Watch(ctx) }()

@@ -29,7 +29,7 @@
 // # Injection
 //
 // The nodes of a card come from our CDI spec files (a DeviceSource, see
-// SpecStore), loaded at start and on change, never on the request path.
+// SpecIndex), loaded at start and on change, never on the request path.
 // Each node becomes ContainerAdjustment.AddDevice; the runtime adds the
 // matching "c major:minor rw" allow rule for it. Nodes the runtime's own
 // CDI injection already added (same path, same numbers) are skipped, so
@@ -50,8 +50,8 @@
 // numbers now. A card whose spec holds no nodes, or whose
 // DRI_CDI_UNAVAILABLE marker the runtime's CDI injection set, is
 // unavailable. Either fails only that container, with an error naming
-// the card. A card missing from the store is reloaded once first
-// (SpecStore.Refresh).
+// the card. A card missing from the index is reloaded once first
+// (SpecIndex.Refresh).
 //
 // # hostPath misuse
 //

@@ -26,7 +26,7 @@ var (
 	ErrHostMismatch = errors.New("device node does not match the host")
 )
 
-// refreshTimeout bounds the one reload of the spec store a missing card
+// refreshTimeout bounds the one reload of the spec index a missing card
 // causes; the runtime waits for the answer (2 s NRI request timeout).
 const refreshTimeout = 300 * time.Millisecond
 
@@ -56,7 +56,7 @@ func StatHost(p string) (HostDevice, error) {
 }
 
 // refresher is a DeviceSource that can be reloaded on demand
-// (*SpecStore).
+// (*SpecIndex).
 type refresher interface {
 	Refresh(ctx context.Context) error
 }

@@ -29,7 +29,7 @@ func BenchmarkCreateContainerGPUHostStat(b *testing.B) {
 	require.NoError(b, err)
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	store := nri.NewSpecStore(dir, kind, cdi.LoadDevices, nil, logrus.NewEntry(log))
+	store := nri.NewSpecIndex(dir, kind, cdi.LoadDevices, nil, logrus.NewEntry(log))
 	require.NoError(b, store.Reload())
 	id := inv.Cards[0].ID
 	nodes, _ := store.Nodes(id)

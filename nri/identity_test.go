@@ -66,7 +66,7 @@ var specHost = hostOf(specs)
 // process; cards map to their nodes as the agent's specs give them.
 type identityRig struct {
 	plugin  *nri.Plugin
-	store   *nri.SpecStore
+	store   *nri.SpecIndex
 	host    *fakeHost
 	kubelet *podresourcestest.Server
 	mu      sync.Mutex
@@ -83,7 +83,7 @@ func newIdentityRig(t *testing.T, cards map[string][]drm.DeviceNode, host *fakeH
 	t.Cleanup(r.kubelet.Stop)
 	client := newClient(t, r.kubelet.Socket())
 	log := discard()
-	r.store = nri.NewSpecStore(t.TempDir(), kind, func(string, string) (map[string][]drm.DeviceNode, error) {
+	r.store = nri.NewSpecIndex(t.TempDir(), kind, func(string, string) (map[string][]drm.DeviceNode, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.loads++
@@ -258,7 +258,7 @@ func TestMissingCardIsReloadedOnce(t *testing.T) {
 // A refresh that outlives its caller's deadline reports it.
 func TestRefreshBoundedByTheCaller(t *testing.T) {
 	block := make(chan struct{})
-	slow := nri.NewSpecStore(t.TempDir(), kind, func(string, string) (map[string][]drm.DeviceNode, error) {
+	slow := nri.NewSpecIndex(t.TempDir(), kind, func(string, string) (map[string][]drm.DeviceNode, error) {
 		<-block
 		return nil, nil
 	}, nil, discard())

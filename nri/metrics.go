@@ -45,7 +45,7 @@ type Metrics struct {
 	reconnects  prometheus.Counter
 	specCards   prometheus.Gauge
 	specReloads *prometheus.CounterVec
-	// spec store freshness (specstore_fresh.go)
+	// spec index freshness (specindex_fresh.go)
 	specWatching      prometheus.Gauge
 	specWatchFailures prometheus.Counter
 	specRefreshes     prometheus.Counter

@@ -22,7 +22,7 @@ import (
 // node the nri path adds is owned exactly like the node the runtime's CDI
 // library injects from the spec the agent writes. Both sides run the real
 // code: cdi.Generate and the CDI library's cache InjectDevices (which runs
-// (*ContainerEdits).Apply) on an OCI spec, and the SpecStore over the same
+// (*ContainerEdits).Apply) on an OCI spec, and the SpecIndex over the same
 // files with deviceAdjustment. As root, the host nodes are real char
 // devices with the given owner and mode, so the mode is compared too.
 func TestOwnershipMatchesCDILibrary(t *testing.T) {
@@ -78,7 +78,7 @@ func TestOwnershipMatchesCDILibrary(t *testing.T) {
 			cache, err := cdilib.NewCache(cdilib.WithSpecDirs(specDir), cdilib.WithAutoRefresh(false))
 			require.NoError(t, err)
 			require.Empty(t, cache.GetErrors())
-			store := NewSpecStore(specDir, cdi.DefaultKind, cdi.LoadDevices, nil, logrus.NewEntry(logrus.New()))
+			store := NewSpecIndex(specDir, cdi.DefaultKind, cdi.LoadDevices, nil, logrus.NewEntry(logrus.New()))
 			require.NoError(t, store.Reload())
 
 			for uname, u := range users {

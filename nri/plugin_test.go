@@ -420,7 +420,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	r.start()
 	require.NoError(t, r.plugin.Healthz())
 	require.NoError(t, r.plugin.Readyz(r.store)())
-	empty := nri.NewSpecStore(os.TempDir(), kind, nil, nil, logrus.NewEntry(logrus.New()))
+	empty := nri.NewSpecIndex(os.TempDir(), kind, nil, nil, logrus.NewEntry(logrus.New()))
 	require.ErrorContains(t, r.plugin.Readyz(empty)(), "CDI specs")
 }
 

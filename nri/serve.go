@@ -70,7 +70,7 @@ func (p *Plugin) Healthz() error {
 
 // Readyz passes when the plugin is connected and the specs of store are
 // loaded and watched.
-func (p *Plugin) Readyz(store *SpecStore) Check {
+func (p *Plugin) Readyz(store *SpecIndex) Check {
 	return func() error {
 		if err := p.Healthz(); err != nil {
 			return err

@@ -65,7 +65,7 @@ type rig struct {
 	kubelet *podresourcestest.Server
 	client  *podresources.Client
 	plugin  *nri.Plugin
-	store   *nri.SpecStore
+	store   *nri.SpecIndex
 	logs    *logtest.Hook
 
 	mu      sync.Mutex
@@ -117,7 +117,7 @@ func newRig(t testing.TB, opts ...rigOption) *rig {
 	r.logs = hook
 	log := logger.WithField("component", "nri")
 	metrics := nri.NewMetrics()
-	r.store = nri.NewSpecStore(filepath.Join(dir, "cdi"), kind,
+	r.store = nri.NewSpecIndex(filepath.Join(dir, "cdi"), kind,
 		func(string, string) (map[string][]drm.DeviceNode, error) { return specs, nil }, metrics, log)
 	require.NoError(t, r.store.Reload())
 	pcfg := nri.Config{

@@ -113,19 +113,19 @@ func discardLog() *logrus.Entry {
 // measureHandler times the NRI plugin's CreateContainer handler in
 // process, for a container asking nothing and one allocated one card,
 // interleaved. The authorizer answers in process, so the PodResources
-// round trip is not included; the spec store is loaded from real spec
+// round trip is not included; the spec index is loaded from real spec
 // files of 16 cards. Logs are formatted at info level, as deployed, and
 // discarded.
 func (b *bench) measureHandler(n *node16) error {
 	log := discardLog()
 	cfg := config.Default()
-	store := nri.NewSpecStore(n.cdiDir, cfg.Kind(), cdi.LoadDevices, nil, log)
+	store := nri.NewSpecIndex(n.cdiDir, cfg.Kind(), cdi.LoadDevices, nil, log)
 	if err := store.Reload(); err != nil {
 		return err
 	}
 	nodes, ok := store.Nodes(n.card.ID)
 	if !ok || len(nodes) == 0 {
-		return fmt.Errorf("spec store has no nodes for card %s", n.card.ID)
+		return fmt.Errorf("spec index has no nodes for card %s", n.card.ID)
 	}
 	p, err := nri.New(nri.Config{
 		Kind: cfg.Kind(), Resources: cfg, Devices: store, Log: log,

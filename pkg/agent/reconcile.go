@@ -26,8 +26,8 @@ type DiscoverFunc func() (*drm.Inventory, error)
 // Discover calls f.
 func (f DiscoverFunc) Discover() (*drm.Inventory, error) { return f() }
 
-// SpecStore keeps the CDI spec files equal to a set of cards.
-type SpecStore interface {
+// SpecWriter keeps the CDI spec files equal to a set of cards.
+type SpecWriter interface {
 	Sync(cards []drm.Card) (changed bool, err error)
 }
 
@@ -64,7 +64,7 @@ type known struct {
 type Reconciler struct {
 	cfg     *config.Config
 	disc    Discoverer
-	specs   SpecStore
+	specs   SpecWriter
 	pub     Publisher
 	log     *logrus.Entry
 	metrics *metrics.Agent
@@ -80,7 +80,7 @@ type Reconciler struct {
 }
 
 // NewReconciler builds a Reconciler; met may be nil.
-func NewReconciler(cfg *config.Config, disc Discoverer, specs SpecStore, pub Publisher, log *logrus.Entry, met *metrics.Agent) *Reconciler {
+func NewReconciler(cfg *config.Config, disc Discoverer, specs SpecWriter, pub Publisher, log *logrus.Entry, met *metrics.Agent) *Reconciler {
 	return &Reconciler{
 		cfg: cfg, disc: disc, specs: specs, pub: pub, log: log, metrics: met,
 		exists: func(p string) bool {

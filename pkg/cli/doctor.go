@@ -50,11 +50,14 @@ func runDoctor(ctx context.Context, env *Env, args []string) error {
 		}
 		opts.CDIKind = cfg.Kind()
 	}
-	failed, err := doctor.Run(ctx, opts, *output, env.Stdout)
+	rep, err := doctor.Check(ctx, opts)
 	if err != nil {
 		return err
 	}
-	if failed {
+	if err := rep.Write(env.Stdout, *output); err != nil {
+		return err
+	}
+	if rep.Failed {
 		return doctor.ErrChecksFailed
 	}
 	return nil

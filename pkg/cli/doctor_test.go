@@ -69,10 +69,23 @@ func TestDoctor(t *testing.T) {
 	r = run(t, nil, "doctor", "-host-root", root, "-delivery", "device-specs")
 	require.Regexp(t, `(?m)^WARN  kubelet\.pod-resources`, r.stdout)
 
+	// A flag moves a path: the kubelet socket is not where we now look.
+	root = doctorHost(t)
+	r = run(t, nil, "doctor", "-host-root", root, "-o", "json", "--kubelet-dir", "/nowhere")
+	require.Equal(t, ExitError, r.code)
+	require.Contains(t, r.stdout, "/nowhere is not a directory")
+
+	// Environment variables set flags too.
+	r = run(t, map[string]string{"DRI_CDI_DELIVERY": "nri"}, "doctor", "-host-root", root, "-o", "json")
+	require.Equal(t, ExitOK, r.code, r.stderr+r.stdout)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Equal(t, doctor.DeliveryNRI, rep.Delivery)
+
 	for name, args := range map[string][]string{
 		"bad output":   {"doctor", "-o", "yaml"},
 		"bad delivery": {"doctor", "-delivery", "cdi"},
 		"argument":     {"doctor", "now"},
+		"unknown flag": {"doctor", "--bogus"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := run(t, nil, args...)

@@ -32,7 +32,8 @@
 //
 // # Example
 //
-//	rep := doctor.Check(ctx, doctor.DefaultOptions())
-//	_ = rep.WriteText(os.Stdout)
+//	rep, err := doctor.Check(ctx, doctor.DefaultOptions())
+//	if err != nil { return err }
+//	_ = rep.Write(os.Stdout, "text")
 //	if rep.Failed { os.Exit(1) }
 package doctor

@@ -109,28 +109,26 @@ func DefaultOptions() Options {
 	}
 }
 
-// Check runs every check. It never writes to the node.
-func Check(ctx context.Context, opts Options) *Report {
+// Check is the doctor: it runs every check and returns the report. It
+// never writes to the node; its only error is about opts themselves (an
+// unknown delivery mode), not about the node, whose faults are results.
+func Check(ctx context.Context, opts Options) (*Report, error) {
+	if _, err := deviceplugin.ParseDelivery(opts.Delivery); err != nil {
+		return nil, err
+	}
 	d := &doctor{opts: opts, ctx: ctx, root: newHostRoot(opts.Root)}
-	return d.run()
+	return d.run(), nil
 }
 
-// Run checks the node and writes the report to w as text or json. failed
-// is true when a check failed; err is about writing or a bad format.
-func Run(ctx context.Context, opts Options, format string, w io.Writer) (failed bool, err error) {
-	if format != "text" && format != "json" {
-		return false, fmt.Errorf("invalid output format %q: want text or json", format)
+// Write writes the report to w in format, "text" or "json".
+func (r *Report) Write(w io.Writer, format string) error {
+	switch format {
+	case "text":
+		return r.WriteText(w)
+	case "json":
+		return r.WriteJSON(w)
 	}
-	if _, err := deviceplugin.ParseDelivery(opts.Delivery); err != nil {
-		return false, err
-	}
-	rep := Check(ctx, opts)
-	if format == "json" {
-		err = rep.WriteJSON(w)
-	} else {
-		err = rep.WriteText(w)
-	}
-	return rep.Failed, err
+	return fmt.Errorf("invalid output format %q: want text or json", format)
 }
 
 // WriteJSON writes the report as one indented JSON object.

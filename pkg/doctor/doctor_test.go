@@ -349,7 +349,7 @@ func TestCheck(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			opts := tc.node.build(t)
-			rep := Check(context.Background(), opts)
+			rep := check(t, opts)
 			got := map[string]Status{}
 			text := map[string]string{}
 			for _, r := range rep.Results {
@@ -391,31 +391,36 @@ func rank(s Status) int {
 	return 0
 }
 
-func TestRunOutput(t *testing.T) {
+// check runs Check on opts, which must be valid.
+func check(t *testing.T, opts Options) *Report {
+	t.Helper()
+	rep, err := Check(context.Background(), opts)
+	require.NoError(t, err)
+	return rep
+}
+
+func TestReportWrite(t *testing.T) {
 	opts := node{config: "nri-disabled.toml", cgroup: "v2", noNRISocket: true}.build(t)
+	rep := check(t, opts)
+	require.True(t, rep.Failed)
 
 	var js bytes.Buffer
-	failed, err := Run(context.Background(), opts, "json", &js)
-	require.NoError(t, err)
-	require.True(t, failed)
-	var rep Report
-	require.NoError(t, json.Unmarshal(js.Bytes(), &rep))
-	require.True(t, rep.Failed)
-	require.Equal(t, DeliveryDeviceSpecs, rep.Recommended)
-	require.NotEmpty(t, rep.Results)
+	require.NoError(t, rep.Write(&js, "json"))
+	var got Report
+	require.NoError(t, json.Unmarshal(js.Bytes(), &got))
+	require.True(t, got.Failed)
+	require.Equal(t, DeliveryDeviceSpecs, got.Recommended)
+	require.NotEmpty(t, got.Results)
 
 	var txt bytes.Buffer
-	failed, err = Run(context.Background(), opts, "text", &txt)
-	require.NoError(t, err)
-	require.True(t, failed)
+	require.NoError(t, rep.Write(&txt, "text"))
 	require.Regexp(t, `(?m)^FAIL  containerd\.nri +NRI is disabled`, txt.String())
 	require.Regexp(t, `(?m)^ +fix: set disable = false`, txt.String())
 	require.Contains(t, txt.String(), "recommended device-specs")
 
-	_, err = Run(context.Background(), opts, "yaml", &txt)
-	require.ErrorContains(t, err, `invalid output format "yaml"`)
+	require.ErrorContains(t, rep.Write(&txt, "yaml"), `invalid output format "yaml"`)
 	opts.Delivery = "cdi"
-	_, err = Run(context.Background(), opts, "text", &txt)
+	_, err := Check(context.Background(), opts)
 	require.ErrorContains(t, err, `invalid delivery mode "cdi"`)
 }
 
@@ -485,30 +490,4 @@ func FuzzContainerdConfig(f *testing.F) {
 			require.ErrorIs(t, err, ErrBadConfig)
 		}
 	})
-}
-
-func TestCommand(t *testing.T) {
-	opts := node{config: "v3-containerd2.toml", cgroup: "v2"}.build(t)
-	args := []string{"--host-root", opts.Root, "-o", "json"}
-	var out, errOut bytes.Buffer
-	require.NoError(t, Command(context.Background(), args, &out, &errOut))
-	var rep Report
-	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
-	require.False(t, rep.Failed)
-
-	// A flag moves a path: the kubelet socket is not where we now look.
-	out.Reset()
-	err := Command(context.Background(), append(args, "--kubelet-dir", "/nowhere"), &out, &errOut)
-	require.ErrorIs(t, err, ErrChecksFailed)
-	require.Contains(t, out.String(), "/nowhere is not a directory")
-
-	// Environment variables set flags too.
-	t.Setenv("DRI_CDI_DELIVERY", "nri")
-	out.Reset()
-	require.NoError(t, Command(context.Background(), args, &out, &errOut))
-	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
-	require.Equal(t, DeliveryNRI, rep.Delivery)
-
-	require.ErrorContains(t, Command(context.Background(), []string{"extra"}, &out, &errOut), "no arguments")
-	require.Error(t, Command(context.Background(), []string{"--bogus"}, &out, &errOut))
 }

@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,7 +106,7 @@ func TestCheckResolvesInsideHostRoot(t *testing.T) {
 				require.NoError(t, os.Symlink("../../data/kubelet", filepath.Join(root, "var/lib/kubelet")))
 			}
 
-			rep := Check(context.Background(), opts)
+			rep := check(t, opts)
 			got := map[string]Result{}
 			for _, r := range rep.Results {
 				got[r.Name] = r
@@ -130,7 +129,7 @@ func TestCheckReportsUnresolvablePaths(t *testing.T) {
 	require.NoError(t, os.Symlink("nri2", nri))
 	require.NoError(t, os.Symlink("nri", filepath.Join(opts.Root, "var/run/nri2")))
 
-	rep := Check(context.Background(), opts)
+	rep := check(t, opts)
 	var hr, sock *Result
 	for i, r := range rep.Results {
 		switch r.Name {
@@ -177,7 +176,7 @@ func TestK3sTemplateByConfigVersion(t *testing.T) {
 			for _, tmpl := range tc.templates {
 				writeFile(t, filepath.Join(opts.Root, dir, tmpl), "{{ template \"base\" . }}\n")
 			}
-			rep := Check(context.Background(), opts)
+			rep := check(t, opts)
 			got := map[string]Result{}
 			for _, r := range rep.Results {
 				got[r.Name] = r

@@ -11,7 +11,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
 
-// DefaultReloadInterval is the default period of the spec store's
+// DefaultReloadInterval is the default period of the spec index's
 // reload that backs the directory watch.
 const DefaultReloadInterval = time.Minute
 
@@ -24,25 +24,25 @@ func dirWatcher(log *logrus.Entry, dir string) (<-chan watch.Event, io.Closer, e
 	return w.Events(), w, nil
 }
 
-// StoreOption changes how a SpecStore works.
-type StoreOption func(*SpecStore)
+// IndexOption changes how a SpecIndex works.
+type IndexOption func(*SpecIndex)
 
 // WithReloadInterval sets the period of the reload that backs the watch;
 // zero or less means DefaultReloadInterval.
-func WithReloadInterval(d time.Duration) StoreOption {
-	return func(s *SpecStore) { s.interval = d }
+func WithReloadInterval(d time.Duration) IndexOption {
+	return func(s *SpecIndex) { s.interval = d }
 }
 
 // WatchErr returns why the spec directory is not watched, nil while it is
 // (or before Watch started). /readyz reports it.
-func (s *SpecStore) WatchErr() error {
+func (s *SpecIndex) WatchErr() error {
 	if p := s.watchErr.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-func (s *SpecStore) watchFailed(err error, interval time.Duration) {
+func (s *SpecIndex) watchFailed(err error, interval time.Duration) {
 	s.metrics.specWatchFailures.Inc()
 	s.metrics.specWatching.Set(0)
 	s.watchErr.Store(&err)
@@ -50,7 +50,7 @@ func (s *SpecStore) watchFailed(err error, interval time.Duration) {
 		"CDI spec directory not watched: spec changes are seen only at the periodic reload; retrying the watch then")
 }
 
-func (s *SpecStore) watchOK() {
+func (s *SpecIndex) watchOK() {
 	s.metrics.specWatching.Set(1)
 	if s.watchErr.Swap(nil) != nil {
 		s.log.Info("watching the CDI spec directory again")
@@ -70,7 +70,7 @@ type flight struct {
 // a refresh runs waits for that one instead of starting another. It
 // returns the reload's error, or ctx's when ctx ends first (the reload
 // then completes in the background).
-func (s *SpecStore) Refresh(ctx context.Context) error {
+func (s *SpecIndex) Refresh(ctx context.Context) error {
 	s.refreshMu.Lock()
 	f := s.refresh
 	if f == nil {

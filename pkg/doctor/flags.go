@@ -1,18 +1,12 @@
 package doctor
 
 import (
-	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"io"
-	"os"
-
-	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 )
 
-// ErrChecksFailed is returned by Command when at least one check failed,
-// so that the CLI exits non-zero.
+// ErrChecksFailed is what a caller of Check returns when the report
+// failed (Report.Failed), so that the CLI exits non-zero.
 var ErrChecksFailed = errors.New("doctor: at least one check failed")
 
 // RegisterFlags adds the doctor's path and mode flags to fs, with opts'
@@ -29,33 +23,4 @@ func RegisterFlags(fs *flag.FlagSet, opts *Options) {
 	fs.StringVar(&opts.SysfsRoot, "sysfs-root", opts.SysfsRoot, "sysfs mount point")
 	fs.StringVar(&opts.DevRoot, "dev-root", opts.DevRoot, "devfs mount point")
 	fs.StringVar(&opts.Delivery, "delivery", opts.Delivery, "the agent's delivery mode: cdi-cri, nri or device-specs")
-}
-
-// Command is the `dri-cdi doctor` subcommand: it parses args (flags and
-// DRI_CDI_* environment variables), checks the node and writes the report
-// to stdout. It returns ErrChecksFailed when a check failed.
-func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	opts, format := DefaultOptions(), "text"
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	RegisterFlags(fs, &opts)
-	fs.StringVar(&format, "o", format, "output format: text or json")
-	flagenv.Usage(fs, flagenv.Prefix)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("doctor takes no arguments, got %q", fs.Args())
-	}
-	if err := flagenv.Apply(fs, flagenv.Prefix, os.LookupEnv); err != nil {
-		return err
-	}
-	failed, err := Run(ctx, opts, format, stdout)
-	if err != nil {
-		return err
-	}
-	if failed {
-		return ErrChecksFailed
-	}
-	return nil
 }

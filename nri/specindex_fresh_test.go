@@ -20,7 +20,7 @@ func TestRefreshIsShared(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	loads := 0
-	s := NewSpecStore(t.TempDir(), testKind, func(string, string) (map[string][]drm.DeviceNode, error) {
+	s := NewSpecIndex(t.TempDir(), testKind, func(string, string) (map[string][]drm.DeviceNode, error) {
 		mu.Lock()
 		loads++
 		mu.Unlock()
@@ -94,7 +94,7 @@ func (f *fakeWatch) stop() {
 func TestWatchFailureIsNotSilent(t *testing.T) {
 	var mu sync.Mutex
 	cards := map[string][]drm.DeviceNode{}
-	s := NewSpecStore(t.TempDir(), testKind, func(string, string) (map[string][]drm.DeviceNode, error) {
+	s := NewSpecIndex(t.TempDir(), testKind, func(string, string) (map[string][]drm.DeviceNode, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		out := map[string][]drm.DeviceNode{}

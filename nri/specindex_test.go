@@ -63,18 +63,18 @@ func writeSpec(t *testing.T, dir, card string, content any) {
 	require.NoError(t, os.Rename(tmp, filepath.Join(dir, card+".json")))
 }
 
-func newStore(t *testing.T, dir string) *SpecStore {
-	return NewSpecStore(dir, testKind, jsonLoad, nil, logrus.NewEntry(logrus.New()))
+func newStore(t *testing.T, dir string) *SpecIndex {
+	return NewSpecIndex(dir, testKind, jsonLoad, nil, logrus.NewEntry(logrus.New()))
 }
 
-func hasNodes(s *SpecStore, card string, n int) func() bool {
+func hasNodes(s *SpecIndex, card string, n int) func() bool {
 	return func() bool {
 		nodes, ok := s.Nodes(card)
 		return ok && len(nodes) == n
 	}
 }
 
-func TestSpecStoreReload(t *testing.T) {
+func TestSpecIndexReload(t *testing.T) {
 	base := t.TempDir()
 	dir := filepath.Join(base, "cdi")
 	s := newStore(t, dir)
@@ -108,9 +108,9 @@ func TestSpecStoreReload(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.specReloads.WithLabelValues("error")))
 }
 
-func TestSpecStoreLoadFailsAsAWhole(t *testing.T) {
+func TestSpecIndexLoadFailsAsAWhole(t *testing.T) {
 	fail := false
-	s := NewSpecStore(t.TempDir(), testKind, func(string, string) (map[string][]drm.DeviceNode, error) {
+	s := NewSpecIndex(t.TempDir(), testKind, func(string, string) (map[string][]drm.DeviceNode, error) {
 		if fail {
 			return nil, errors.New("boom")
 		}
@@ -123,15 +123,15 @@ func TestSpecStoreLoadFailsAsAWhole(t *testing.T) {
 	require.True(t, ok, "cards loaded before stay after a failed load")
 }
 
-func TestSpecStoreFirstLoadFails(t *testing.T) {
-	s := NewSpecStore(t.TempDir(), testKind, func(string, string) (map[string][]drm.DeviceNode, error) {
+func TestSpecIndexFirstLoadFails(t *testing.T) {
+	s := NewSpecIndex(t.TempDir(), testKind, func(string, string) (map[string][]drm.DeviceNode, error) {
 		return nil, errors.New("boom")
 	}, nil, logrus.NewEntry(logrus.New()))
 	require.ErrorContains(t, s.Reload(), "boom")
 	require.False(t, s.Loaded())
 }
 
-func TestSpecStoreWatch(t *testing.T) {
+func TestSpecIndexWatch(t *testing.T) {
 	base := t.TempDir()
 	dir := filepath.Join(base, "cdi")
 	s := newStore(t, dir)

@@ -27,10 +27,10 @@ type LoadFunc func(dir, kind string) (map[string][]drm.DeviceNode, error)
 // ...) into one reload.
 const debounce = 100 * time.Millisecond
 
-// SpecStore is the DeviceSource of the plugin: the card nodes of our CDI
+// SpecIndex is the DeviceSource of the plugin: the card nodes of our CDI
 // specs, held in memory. Reload and Watch read the directory; Nodes never
 // does I/O.
-type SpecStore struct {
+type SpecIndex struct {
 	dir, kind string
 	load      LoadFunc
 	metrics   *Metrics
@@ -51,13 +51,13 @@ type SpecStore struct {
 	refresh   *flight
 }
 
-// NewSpecStore returns a store of the specs of kind in dir. It holds no
+// NewSpecIndex returns an index of the specs of kind in dir. It holds no
 // cards until the first Reload.
-func NewSpecStore(dir, kind string, load LoadFunc, metrics *Metrics, log *logrus.Entry, opts ...StoreOption) *SpecStore {
+func NewSpecIndex(dir, kind string, load LoadFunc, metrics *Metrics, log *logrus.Entry, opts ...IndexOption) *SpecIndex {
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
-	s := &SpecStore{dir: dir, kind: kind, load: load, metrics: metrics, log: log.WithField("cdiDir", dir)}
+	s := &SpecIndex{dir: dir, kind: kind, load: load, metrics: metrics, log: log.WithField("cdiDir", dir)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -65,7 +65,7 @@ func NewSpecStore(dir, kind string, load LoadFunc, metrics *Metrics, log *logrus
 }
 
 // Nodes returns the nodes of a card as last loaded.
-func (s *SpecStore) Nodes(cardID string) ([]drm.DeviceNode, bool) {
+func (s *SpecIndex) Nodes(cardID string) ([]drm.DeviceNode, bool) {
 	m := s.cards.Load()
 	if m == nil {
 		return nil, false
@@ -75,13 +75,13 @@ func (s *SpecStore) Nodes(cardID string) ([]drm.DeviceNode, bool) {
 }
 
 // Loaded reports whether the specs were loaded at least once.
-func (s *SpecStore) Loaded() bool { return s.cards.Load() != nil }
+func (s *SpecIndex) Loaded() bool { return s.cards.Load() != nil }
 
 // Reload reads the specs again. A missing directory holds no cards. A
 // load that fails as a whole keeps the cards loaded before; a load that
 // returns cards together with an error (some files were unusable) uses
 // those cards and returns the error.
-func (s *SpecStore) Reload() error {
+func (s *SpecIndex) Reload() error {
 	m, err := s.load(s.dir, s.kind)
 	if m == nil && errors.Is(err, fs.ErrNotExist) {
 		if _, statErr := os.Stat(s.dir); errors.Is(statErr, fs.ErrNotExist) {
@@ -113,7 +113,7 @@ func (s *SpecStore) Reload() error {
 	return err
 }
 
-func (s *SpecStore) reloadLogged() {
+func (s *SpecIndex) reloadLogged() {
 	if err := s.Reload(); err != nil {
 		s.log.WithError(err).Error("CDI specs not (fully) loaded")
 	} else if m := s.cards.Load(); m != nil {
@@ -149,8 +149,8 @@ func fromHost(n drm.DeviceNode) drm.DeviceNode {
 // stops, is logged, counted in dri_cdi_nri_cdi_watch_failures_total and
 // reported by WatchErr (which turns /readyz unready) until a later
 // attempt, made at every periodic reload, watches again. The periodic
-// reload keeps the store fresh meanwhile.
-func (s *SpecStore) Watch(ctx context.Context) error {
+// reload keeps the index fresh meanwhile.
+func (s *SpecIndex) Watch(ctx context.Context) error {
 	interval := s.interval
 	if interval <= 0 {
 		interval = DefaultReloadInterval

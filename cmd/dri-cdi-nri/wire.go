@@ -50,7 +50,7 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 	if o.cdiReloadInterval < 0 {
 		return fmt.Errorf("invalid --cdi-reload-interval %v: must be positive", o.cdiReloadInterval)
 	}
-	store := nri.NewSpecStore(o.cdiDir, conf.Kind(), cdi.LoadDevices, metrics, log, nri.WithReloadInterval(o.cdiReloadInterval))
+	store := nri.NewSpecIndex(o.cdiDir, conf.Kind(), cdi.LoadDevices, metrics, log, nri.WithReloadInterval(o.cdiReloadInterval))
 	if err := store.Reload(); err != nil {
 		log.WithError(err).Warn("CDI specs not (fully) loaded at start")
 	}
