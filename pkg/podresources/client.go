@@ -20,8 +20,12 @@ const (
 	// DefaultSocket is where the kubelet serves the PodResources API.
 	DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	// DefaultTimeout bounds one ContainerDevices call, Get and List
-	// fallback together.
-	DefaultTimeout = 500 * time.Millisecond
+	// fallback and rate-limit retries together: over 20 times the
+	// slowest answer measured from a loaded kubelet (4.3 ms), time for
+	// four retries while the kubelet's rate limiter refills a token
+	// every 10 ms, and a twentieth of containerd's 2 s NRI timeout
+	// (docs/nri.md, "The PodResources deadline").
+	DefaultTimeout = 100 * time.Millisecond
 	// maxMsgSize allows List answers of large nodes.
 	maxMsgSize = 16 << 20
 )
