@@ -158,7 +158,7 @@ func (stderrLogger) Logf(format string, args ...any) { logf(format, args...) }
 // containerKeys are the keys measured through containerd and the real
 // kubelet, which -skip-containerd leaves out.
 var containerKeys = []string{"nri_create_ratio", "nri_cdi_vs_nri_ratio", "nri_verify_cdi_ratio", "nri_inject_ratio",
-	"nri_burst_plain_ratio", "nri_rss_mb", "kubelet_cold_start_ms", "kubelet_restart_reregister_ms"}
+	"nri_burst_plain_ratio", "nri_rss_mb", "agent_cold_start_ms", "kubelet_restart_reregister_ms"}
 
 // Run measures everything, in this order: in process, the binaries
 // against a fake kubelet, then the container path through containerd. A

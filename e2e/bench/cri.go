@@ -117,6 +117,10 @@ func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
 		logf("PodResources against the kubelet: %v", err)
 		b.report.Fail("podresources_kubelet_p99_us", err)
 	}
+	if err := b.measureKubeletStarts(ctx, node); err != nil {
+		logf("agent and kubelet starts: %v", err)
+		b.report.Fail("agent_cold_start_ms and kubelet_restart_reregister_ms", err)
+	}
 	node.StopKubelet()
 
 	r := &crirun{node: node, arms: map[string]*arm{}}

@@ -69,6 +69,8 @@ var Keys = []KeySpec{
 	{Name: "scan_write_growth_128", Unit: "ratio", Stat: "scan_write_ms_128 / scan_write_ms_16", Goal: Goal{Op: "<=", Value: 8}},
 	{Name: "scan_resync_ms_16", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 1}},
 	{Name: "hotplug_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 250}},
+	{Name: "agent_cold_start_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 250}},
+	{Name: "kubelet_restart_reregister_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 1000}},
 	{Name: "agent_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 15}},
 	{Name: "nri_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 12}},
 }
