@@ -120,6 +120,9 @@ func (c *Client) ContainerDevices(ctx context.Context, namespace, pod, container
 	// queries a second) and answers the excess with ResourceExhausted.
 	// A burst of GPU containers on one node must not fail on that, so a
 	// rate-limited call is retried with a short backoff until the deadline.
+	// limited is the last rate-limit rejection, so that a deadline that
+	// ends during the next call still says why the calls took so long.
+	var limited error
 	for wait := retryStart; ; wait = min(2*wait, retryMax) {
 		if !c.noGet.Load() {
 			res, err = c.get(ctx, namespace, pod)
@@ -133,6 +136,7 @@ func (c *Client) ContainerDevices(ctx context.Context, namespace, pod, container
 		if status.Code(err) != codes.ResourceExhausted {
 			break
 		}
+		limited = err
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -142,6 +146,9 @@ func (c *Client) ContainerDevices(ctx context.Context, namespace, pod, container
 		}
 	}
 	if err != nil {
+		if c := status.Code(err); limited != nil && (c == codes.DeadlineExceeded || c == codes.Canceled) {
+			return nil, fmt.Errorf("%w (rate-limited by the kubelet until the deadline; the last call ended with: %v)", limited, err)
+		}
 		return nil, err
 	}
 	return containerDevices(res, namespace, pod, container)
