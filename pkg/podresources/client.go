@@ -20,12 +20,13 @@ const (
 	// DefaultSocket is where the kubelet serves the PodResources API.
 	DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	// DefaultTimeout bounds one ContainerDevices call, Get and List
-	// fallback and rate-limit retries together: over 20 times the
-	// slowest answer measured from a loaded kubelet (4.3 ms), time for
-	// four retries while the kubelet's rate limiter refills a token
-	// every 10 ms, and a twentieth of containerd's 2 s NRI timeout
+	// fallback and rate-limit retries together: about 60 times the
+	// slowest answer measured from a loaded kubelet (4.3 ms), room for
+	// the stalls of a loaded node (100 ms was missed once in a bench
+	// run), six retries while the kubelet's rate limiter refills a token
+	// every 10 ms, and an eighth of containerd's 2 s NRI timeout
 	// (docs/nri.md, "The PodResources deadline").
-	DefaultTimeout = 100 * time.Millisecond
+	DefaultTimeout = 250 * time.Millisecond
 	// maxMsgSize allows List answers of large nodes.
 	maxMsgSize = 16 << 20
 )
