@@ -26,7 +26,7 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build dri-cdi, dri-cdi-agent and dri-cdi-nri into bin/
+build: ## Build dri-cdi, dri-cdi-agent, dri-cdi-dra and dri-cdi-nri into bin/
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GOTAGS)' -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
@@ -169,7 +169,7 @@ comma := ,
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: build e2e-tools ## Measure dri-cdi's cost side by side: table + _output/bench.json (root; BENCH_FLAGS=...)
+bench: build image e2e-tools ## Measure dri-cdi's cost side by side: table + _output/bench.json (root; BENCH_FLAGS=...)
 	@mkdir -p $(OUT)
 	cd e2e && $(E2E_ENV) $(GO) run ./bench -bin $(CURDIR)/$(BIN) -out $(CURDIR)/$(OUT)/bench.json $(BENCH_FLAGS)
 

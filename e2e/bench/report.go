@@ -73,6 +73,7 @@ var Keys = []KeySpec{
 	{Name: "kubelet_restart_reregister_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 1000}},
 	{Name: "agent_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 15}},
 	{Name: "nri_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 12}},
+	{Name: "dra_pod_start_ratio", Unit: "ratio", Stat: "median DRA / device plugin", Goal: Goal{Op: "<=", Value: 1.25}},
 }
 
 // Result is one measured key.

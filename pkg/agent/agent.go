@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +74,26 @@ type Options struct {
 	// OnMetricsListen, when set, is told the metrics address (tests that
 	// listen on port 0).
 	OnMetricsListen func(net.Addr)
+
+	// NewBackend, when set, replaces the device plugin manager: the same
+	// discovery, spec and reconcile loop then publishes to what it
+	// returns (the DRA kubelet plugin, pkg/dra), Delivery is not used,
+	// KubeletDir is only checked for existence, and nothing is read from
+	// or removed in the device-plugins dir. It is called after the config
+	// is loaded and before anything is written; met is the loop's metrics,
+	// whose registry the backend may add its own metrics to.
+	NewBackend func(cfg *config.Config, met *metrics.Agent) (Backend, error)
+}
+
+// Backend is where the loop publishes pools when it is not the device
+// plugin manager. Update is called from the loop's goroutine only.
+type Backend interface {
+	Publisher
+	// Ready is nil once the backend serves what it was last given
+	// (/readyz).
+	Ready() error
+	// Run serves until ctx ends; it is started after the first pass.
+	Run(ctx context.Context) error
 }
 
 // Run is dri-cdi-agent: it checks the options and the config, then
@@ -91,9 +110,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	delivery, err := deviceplugin.ParseDelivery(o.Delivery)
-	if err != nil {
-		return err
+	var delivery deviceplugin.Delivery
+	if o.NewBackend == nil {
+		if delivery, err = deviceplugin.ParseDelivery(o.Delivery); err != nil {
+			return err
+		}
 	}
 	if o.ResyncInterval <= 0 {
 		return fmt.Errorf("invalid resync interval %v: must be > 0", o.ResyncInterval)
@@ -109,16 +130,29 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	met := metrics.NewAgent(o.Version)
-	mgr, err := deviceplugin.NewManager(deviceplugin.Options{
-		KubeletDir: o.KubeletDir,
-		Delivery:   delivery,
-		Name:       func(id string) string { return cdi.QualifiedName(kind, id) },
-		Instance:   o.Instance,
-		Log:        log,
-		Metrics:    met,
-	})
-	if err != nil {
-		return err
+	var (
+		backend Backend
+		mgr     *deviceplugin.Manager
+		mode    string
+	)
+	if o.NewBackend != nil {
+		if backend, err = o.NewBackend(cfg, met); err != nil {
+			return err
+		}
+		mode = "backend"
+	} else {
+		mgr, err = deviceplugin.NewManager(deviceplugin.Options{
+			KubeletDir: o.KubeletDir,
+			Delivery:   delivery,
+			Name:       func(id string) string { return cdi.QualifiedName(kind, id) },
+			Instance:   o.Instance,
+			Log:        log,
+			Metrics:    met,
+		})
+		if err != nil {
+			return err
+		}
+		backend, mode = mgr, string(delivery)
 	}
 	var ln net.Listener
 	if o.MetricsAddr != "" {
@@ -131,13 +165,16 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log.WithFields(logrus.Fields{
 		"sysfsRoot": o.Roots.Sysfs, "devRoot": o.Roots.Dev, "cdiDir": o.CDIDir, "cdiKind": kind,
-		"kubeletDir": o.KubeletDir, "delivery": delivery, "pools": len(cfg.Pools), "defaultPools": cfg.DefaultPools,
-	}).Info("starting dri-cdi-agent")
+		"kubeletDir": o.KubeletDir, "delivery": mode, "pools": len(cfg.Pools), "defaultPools": cfg.DefaultPools,
+	}).Info("starting discovery and spec loop")
 
 	rec := NewReconciler(cfg, DiscoverFunc(func() (*drm.Inventory, error) { return drm.Discover(o.Roots) }),
-		writer, mgr, log.WithField("component", "inventory"), met)
-	a := &agent{opts: o, rec: rec, mgr: mgr, met: met, log: log,
+		writer, backend, log.WithField("component", "inventory"), met)
+	a := &agent{opts: o, rec: rec, mgr: mgr, backend: backend, met: met, log: log,
 		paths: newHostPaths(o.Roots.Sysfs, o.KubeletDir, log.WithField("component", "inventory"))}
+	if mgr == nil {
+		a.paths.kubeletWhat = "the kubelet's plugin registration directory is missing, so the plugin cannot register"
+	}
 	return a.run(ctx, ln)
 }
 
@@ -145,12 +182,14 @@ func Run(ctx context.Context, o Options) error {
 var errNotReady = errors.New("first discovery not done")
 
 type agent struct {
-	opts  Options
-	rec   *Reconciler
-	mgr   *deviceplugin.Manager
-	met   *metrics.Agent
-	log   *logrus.Entry
-	ready atomic.Bool
+	opts Options
+	rec  *Reconciler
+	// mgr is the device plugin manager, nil when a Backend replaces it.
+	mgr     *deviceplugin.Manager
+	backend Backend
+	met     *metrics.Agent
+	log     *logrus.Entry
+	ready   atomic.Bool
 	// paths warns about missing host directories (hostpaths.go).
 	paths *hostPaths
 }
@@ -161,7 +200,7 @@ func (a *agent) Ready() error {
 	if !a.ready.Load() {
 		return errNotReady
 	}
-	return a.mgr.Ready()
+	return a.backend.Ready()
 }
 
 func (a *agent) run(ctx context.Context, ln net.Listener) error {
@@ -175,7 +214,7 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h := metrics.HandlerWithWarnings(a.met.Registry, a.Ready, a.paths.Warnings)
+			h := metrics.Handler(a.met.Registry, metrics.Health{Ready: a.Ready, Warnings: a.paths.Warnings})
 			if err := metrics.Serve(ctx, ln, h, a.log.WithField("component", "metrics")); err != nil {
 				a.log.WithError(err).Error("metrics server failed")
 			}
@@ -202,6 +241,47 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 		uevents = u.Events()
 	}
 
+	if a.mgr != nil {
+		a.deviceManagerStart()
+	}
+	start := time.Now()
+	a.paths.check()
+	if err := a.rec.Reconcile("startup"); err != nil {
+		return fmt.Errorf("first sync: %w", err)
+	}
+	a.met.Reconciled(time.Since(start))
+	a.ready.Store(true)
+	if a.mgr != nil {
+		a.log.WithField("resources", a.mgr.Resources()).Info("first sync done")
+	} else {
+		a.log.WithField("cards", a.rec.Advertised()).Info("first sync done")
+	}
+
+	// A backend that fails for good ends the process: a plugin that
+	// cannot serve must not look alive to the DaemonSet.
+	backendErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := a.backend.Run(ctx); err != nil && ctx.Err() == nil {
+			backendErr <- err
+			cancel()
+		}
+	}()
+
+	a.loop(ctx, driEvents, uevents)
+	a.log.Info("stopping")
+	select {
+	case err := <-backendErr:
+		return fmt.Errorf("publisher: %w", err)
+	default:
+		return nil
+	}
+}
+
+// deviceManagerStart is the device plugin's part of the start: it cleans
+// up after a crashed agent and learns what the kubelet allocated.
+func (a *agent) deviceManagerStart() {
 	// A crashed agent leaves its sockets; the kubelet would keep dialing
 	// them.
 	if _, err := a.mgr.RemoveStaleSockets(); err != nil {
@@ -213,122 +293,4 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 	} else if len(seeded) > 0 {
 		a.log.WithField("cards", seeded).Debug("cards allocated by the kubelet, checked in the first pass")
 	}
-	start := time.Now()
-	a.paths.check()
-	if err := a.rec.Reconcile("startup"); err != nil {
-		return fmt.Errorf("first sync: %w", err)
-	}
-	a.met.Reconciled(time.Since(start))
-	a.ready.Store(true)
-	a.log.WithField("resources", a.mgr.Resources()).Info("first sync done")
-
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = a.mgr.Run(ctx)
-	}()
-
-	a.loop(ctx, driEvents, uevents)
-	a.log.Info("stopping")
-	return nil
-}
-
-// loop coalesces change events and rescans until ctx ends.
-func (a *agent) loop(ctx context.Context, driEvents <-chan watch.Event, uevents <-chan watch.Uevent) {
-	debounce, maxDelay := a.opts.Debounce, a.opts.MaxDelay
-	if debounce <= 0 {
-		debounce = DefaultDebounce
-	}
-	if maxDelay <= 0 {
-		maxDelay = DefaultMaxDelay
-	}
-	resync := time.NewTicker(a.opts.ResyncInterval)
-	defer resync.Stop()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	settleTimer := time.NewTimer(time.Hour)
-	settleTimer.Stop()
-
-	var (
-		pending   bool
-		first     time.Time
-		deadline  time.Time
-		trigger   string
-		retry     time.Duration
-		settle    time.Duration
-		unhealthy string
-	)
-	arm := func(why string, after time.Duration) {
-		now := time.Now()
-		if !pending {
-			pending, first, trigger, deadline = true, now, why, now.Add(max(maxDelay, after))
-		}
-		timer.Reset(time.Until(minTime(now.Add(after), deadline)))
-	}
-	// settled schedules the next re-check: shortly after a pass caused by
-	// change events, and while cards are Unhealthy, backing off while
-	// nothing changes.
-	settled := func(trigger string) {
-		now := strings.Join(a.rec.Unhealthy(), ",")
-		switch {
-		case trigger == "inotify" || trigger == "uevent":
-			settle = echoDelay
-			settleTimer.Reset(settle)
-		case now == "":
-			settle = 0
-			settleTimer.Stop()
-		case now != unhealthy || settle < minSettle:
-			settle = minSettle
-			settleTimer.Reset(settle)
-		default:
-			settle = min(2*settle, maxSettle, a.opts.ResyncInterval)
-			settleTimer.Reset(settle)
-		}
-		unhealthy = now
-	}
-	settled("startup")
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-driEvents:
-			if !ok {
-				driEvents = nil
-				continue
-			}
-			a.log.WithFields(logrus.Fields{"path": ev.Path, "mask": fmt.Sprintf("%#x", ev.Mask)}).Trace("inotify")
-			arm("inotify", debounce)
-		case ev, ok := <-uevents:
-			if !ok {
-				uevents = nil
-				continue
-			}
-			a.log.WithFields(logrus.Fields{"action": ev.Action, "devpath": ev.DevPath, "subsystem": ev.Subsystem}).Trace("uevent")
-			arm("uevent", debounce)
-		case <-resync.C:
-			arm("resync", 0)
-		case <-settleTimer.C:
-			arm("settle", 0)
-		case <-timer.C:
-			pending = false
-			a.paths.check()
-			err := a.rec.Reconcile(trigger)
-			a.met.Reconciled(time.Since(first))
-			if err != nil {
-				retry = min(max(2*retry, time.Second), maxRetry)
-				a.log.WithError(err).WithField("retry_in", retry).Error("sync failed")
-				arm("retry", retry)
-				continue
-			}
-			retry = 0
-			settled(trigger)
-		}
-	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

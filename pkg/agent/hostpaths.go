@@ -23,7 +23,10 @@ import (
 // goes missing, and /readyz names it.
 type hostPaths struct {
 	sysfs, kubeletDir string
-	log               *logrus.Entry
+	// kubeletWhat says what a missing kubeletDir means; empty is the
+	// device plugin's text.
+	kubeletWhat string
+	log         *logrus.Entry
 
 	mu       sync.Mutex
 	warnings []string
@@ -41,7 +44,9 @@ func (h *hostPaths) check() {
 	if err := isDir(drmClass); err != nil {
 		now = append(now, fmt.Sprintf("%s: %v: no DRM driver is loaded on this node, or --sysfs-root is not the host's sysfs; nothing is advertised until a GPU driver loads", drmClass, err))
 	}
-	if err := isDir(h.kubeletDir); err != nil {
+	if err := isDir(h.kubeletDir); err != nil && h.kubeletWhat != "" {
+		now = append(now, fmt.Sprintf("%s: %v: %s", h.kubeletDir, err, h.kubeletWhat))
+	} else if err != nil {
 		now = append(now, fmt.Sprintf("%s: %v: the kubelet's device plugin directory (--kubelet-dir) is missing, so no resource can be registered; the kubelet creates it when it starts", h.kubeletDir, err))
 	}
 

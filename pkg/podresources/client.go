@@ -110,6 +110,16 @@ func (c *Client) Socket() string { return c.socket }
 // one wrapping ErrContainerNotFound. Any other error means the kubelet
 // could not be asked in time.
 func (c *Client) ContainerDevices(ctx context.Context, namespace, pod, container string) (map[string][]string, error) {
+	res, err := c.podResources(ctx, namespace, pod)
+	if err != nil {
+		return nil, err
+	}
+	return containerDevices(res, namespace, pod, container)
+}
+
+// podResources asks the kubelet about one pod, within the client's
+// timeout.
+func (c *Client) podResources(ctx context.Context, namespace, pod string) (*v1.PodResources, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 
@@ -146,13 +156,10 @@ func (c *Client) ContainerDevices(ctx context.Context, namespace, pod, container
 		case <-t.C:
 		}
 	}
-	if err != nil {
-		if c := status.Code(err); limited != nil && (c == codes.DeadlineExceeded || c == codes.Canceled) {
-			return nil, fmt.Errorf("%w (rate-limited by the kubelet until the deadline; the last call ended with: %v)", limited, err)
-		}
-		return nil, err
+	if c := status.Code(err); err != nil && limited != nil && (c == codes.DeadlineExceeded || c == codes.Canceled) {
+		return nil, fmt.Errorf("%w (rate-limited by the kubelet until the deadline; the last call ended with: %v)", limited, err)
 	}
-	return containerDevices(res, namespace, pod, container)
+	return res, err
 }
 
 // Backoff between calls the kubelet rejected by its rate limit.

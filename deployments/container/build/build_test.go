@@ -21,7 +21,7 @@ func TestParseRepositoryDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(st.Files, ","); got != "dri-cdi,dri-cdi-agent,dri-cdi-nri" || st.Dest != "/usr/bin/" {
+	if got := strings.Join(st.Files, ","); got != "dri-cdi,dri-cdi-agent,dri-cdi-dra,dri-cdi-nri" || st.Dest != "/usr/bin/" {
 		t.Errorf("files %s into %s", got, st.Dest)
 	}
 	if st.Labels["org.opencontainers.image.version"] != "v9.9.9" || st.Labels["org.opencontainers.image.title"] != "dri-cdi" {
@@ -53,7 +53,7 @@ func TestRunWritesMultiPlatformArchive(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range []string{"dri-cdi", "dri-cdi-agent", "dri-cdi-nri"} {
+		for _, b := range []string{"dri-cdi", "dri-cdi-agent", "dri-cdi-dra", "dri-cdi-nri"} {
 			if err := os.WriteFile(filepath.Join(dir, b), []byte(arch+" "+b), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +133,7 @@ func TestRunWritesMultiPlatformArchive(t *testing.T) {
 			}
 		}
 		rc.Close()
-		if files["usr/bin/dri-cdi-agent"] != d.Platform.Architecture+" dri-cdi-agent" || len(files) != 3 {
+		if files["usr/bin/dri-cdi-agent"] != d.Platform.Architecture+" dri-cdi-agent" || len(files) != 4 {
 			t.Errorf("%s: files %v", d.Platform.Architecture, files)
 		}
 	}

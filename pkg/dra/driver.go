@@ -1,0 +1,493 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
+)
+
+// DriverName is the DRA driver name of dri-cdi: the slices' driver, the
+// domain of the unqualified attributes, the plugin's registration name.
+// Its one home is pkg/config, which the NRI plugin and doctor read
+// without linking the helper.
+const DriverName = config.DRADriver
+
+// Defaults of Options, from the helper's own defaults.
+var (
+	// DefaultPluginDataDir holds dra.sock, the checkpoint and the lock.
+	DefaultPluginDataDir = filepath.Join(kubeletplugin.KubeletPluginsDir, DriverName)
+	// DefaultRegistrarDir is where the kubelet looks for plugins; it is
+	// the helper's default, config.DRARegistrarDir (checked by a test).
+	DefaultRegistrarDir = kubeletplugin.KubeletRegistryDir
+)
+
+const (
+	// healthResend is how often the health report is sent unchanged,
+	// inside the kubelet's 30 s staleness window.
+	healthResend = 10 * time.Second
+	// startRetryMax caps the backoff of a failed helper start (the
+	// kubelet may create its directories after we start).
+	startRetryMax = 30 * time.Second
+)
+
+// Errors a claim can be refused with; the message names the claim, the
+// device and the reason.
+var (
+	ErrNotAllocated   = errors.New("claim is not allocated")
+	ErrNoDevice       = errors.New("claim has no device of this driver")
+	ErrWrongPool      = errors.New("device is in another node's pool")
+	ErrUnknownDevice  = errors.New("device is not published on this node")
+	ErrUnhealthy      = errors.New("card unavailable")
+	ErrOpaqueConfig   = errors.New("opaque device configuration is not supported")
+	ErrAlreadyInUse   = errors.New("card is prepared for another claim")
+	ErrMalformedClaim = errors.New("malformed allocation")
+)
+
+// Options configure a Driver.
+type Options struct {
+	// NodeName is this node; the pool's name.
+	NodeName string
+	// Kind is the CDI kind of the cards' specs (config.Kind()).
+	Kind string
+	// SysfsRoot is read for the PCIe root attribute.
+	SysfsRoot string
+	// PluginDataDir and RegistrarDir are the helper's directories; they
+	// must be the same paths on the host.
+	PluginDataDir, RegistrarDir string
+	// PodUID, when set, enables the helper's rolling update.
+	PodUID string
+	// KubeClient publishes slices and reads claims.
+	KubeClient kubernetes.Interface
+	// Log receives the driver's logs.
+	Log *logrus.Entry
+	// Metrics, if set, counts prepares and publishes.
+	Metrics *Metrics
+	// HelperOptions are added to the helper's options (tests).
+	HelperOptions []kubeletplugin.Option
+}
+
+// Driver is the DRA kubelet plugin: the agent loop's Backend (Update
+// turns pools into the node's ResourceSlice) and the helper's DRAPlugin
+// (prepare, unprepare, health).
+type Driver struct {
+	opts       Options
+	checkpoint string
+	log        *logrus.Entry
+
+	mu      sync.Mutex
+	inv     Inventory
+	updated bool
+	// healthChanged is closed and replaced when the devices change.
+	healthChanged chan struct{}
+	helper        *kubeletplugin.Helper
+	published     bool
+	fatal         chan error
+}
+
+// NewDriver checks the options; nothing is started until Run.
+func NewDriver(o Options) (*Driver, error) {
+	switch {
+	case o.NodeName == "":
+		return nil, errors.New("node name is empty (set --node-name or DRI_CDI_NODE_NAME from the downward API)")
+	case o.KubeClient == nil:
+		return nil, errors.New("no Kubernetes client")
+	case o.Log == nil:
+		return nil, errors.New("no logger")
+	case o.Kind == "":
+		return nil, errors.New("CDI kind is empty")
+	}
+	if o.PluginDataDir == "" {
+		o.PluginDataDir = DefaultPluginDataDir
+	}
+	if o.RegistrarDir == "" {
+		o.RegistrarDir = DefaultRegistrarDir
+	}
+	return &Driver{
+		opts:          o,
+		checkpoint:    filepath.Join(o.PluginDataDir, CheckpointFile),
+		log:           o.Log,
+		healthChanged: make(chan struct{}),
+		fatal:         make(chan error, 1),
+	}, nil
+}
+
+// Update publishes the cards of one agent pass as the node's slice
+// (agent.Publisher). Before Run has started the helper it only keeps
+// them.
+func (d *Driver) Update(pools []config.Pool, unhealthy map[string]bool) error {
+	inv, problems := Build(pools, unhealthy, d.opts.SysfsRoot)
+	for _, p := range problems {
+		d.log.WithError(p).Warn("card published without some attributes, or not at all")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	changed := !d.updated || !sameDevices(d.inv.ByName, inv.ByName)
+	d.inv, d.updated = inv, true
+	d.opts.Metrics.setDevices(inv.ByName)
+	if changed {
+		close(d.healthChanged)
+		d.healthChanged = make(chan struct{})
+	}
+	if d.helper == nil {
+		return nil
+	}
+	return d.publishLocked()
+}
+
+func sameDevices(a, b map[string]Device) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for n, x := range a {
+		if y, ok := b[n]; !ok || x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// resources is the node's one pool with one slice.
+func (d *Driver) resources() resourceslice.DriverResources {
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+		d.opts.NodeName: {Slices: []resourceslice.Slice{{Devices: slices.Clone(d.inv.Devices)}}},
+	}}
+}
+
+func (d *Driver) publishLocked() error {
+	// The helper's controller copies and diffs; an unchanged set costs
+	// no API call.
+	if err := d.helper.PublishResources(context.Background(), d.resources()); err != nil {
+		d.opts.Metrics.published(err)
+		return fmt.Errorf("publish ResourceSlice: %w", err)
+	}
+	d.opts.Metrics.published(nil)
+	d.published = true
+	return nil
+}
+
+// Ready is nil once the slice was handed to the helper and the kubelet
+// acknowledged the registration.
+func (d *Driver) Ready() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.helper == nil:
+		return errors.New("kubelet plugin not started")
+	case !d.published:
+		return errors.New("ResourceSlice not published yet")
+	}
+	st := d.helper.RegistrationStatus()
+	if st == nil {
+		return errors.New("not registered with the kubelet yet")
+	}
+	if !st.PluginRegistered {
+		return fmt.Errorf("kubelet refused the registration: %s", st.Error)
+	}
+	return nil
+}
+
+// Run starts the helper (registration and DRA gRPC servers, slice
+// publishing), retrying with backoff while it cannot, and serves until
+// ctx ends or the helper reports a fatal error.
+func (d *Driver) Run(ctx context.Context) error {
+	opts := []kubeletplugin.Option{
+		kubeletplugin.DriverName(DriverName),
+		kubeletplugin.NodeName(d.opts.NodeName),
+		kubeletplugin.KubeClient(d.opts.KubeClient),
+		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDataDir),
+		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistrarDir),
+	}
+	if d.opts.PodUID != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(d.opts.PodUID)))
+	}
+	opts = append(opts, d.opts.HelperOptions...)
+	var retry time.Duration
+	for {
+		h, err := kubeletplugin.Start(ctx, d, opts...)
+		if err == nil {
+			d.mu.Lock()
+			d.helper = h
+			err = d.publishLocked()
+			d.mu.Unlock()
+			if err != nil {
+				d.log.WithError(err).Error("cannot publish the ResourceSlice")
+			}
+			d.log.WithFields(logrus.Fields{"driver": DriverName, "pool": d.opts.NodeName, "pluginDataDir": d.opts.PluginDataDir,
+				"registrarDir": d.opts.RegistrarDir, "rollingUpdate": d.opts.PodUID != ""}).Info("kubelet plugin started")
+			break
+		}
+		retry = min(max(2*retry, time.Second), startRetryMax)
+		d.log.WithError(err).WithField("retry_in", retry).Error("cannot start the kubelet plugin")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(retry):
+		}
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-d.fatal:
+	}
+	d.helper.Stop()
+	return err
+}
+
+// HandleError is called by the helper for background errors. Errors the
+// helper marks recoverable (slice publishing) are logged and counted;
+// any other (a gRPC server failed) stops Run.
+func (d *Driver) HandleError(_ context.Context, err error, msg string) {
+	if errors.Is(err, kubeletplugin.ErrRecoverable) {
+		d.opts.Metrics.error("publish")
+		d.log.WithError(err).Warn(msg)
+		return
+	}
+	d.opts.Metrics.error("fatal")
+	d.log.WithError(err).Error(msg)
+	select {
+	case d.fatal <- fmt.Errorf("%s: %w", msg, err):
+	default:
+	}
+}
+
+// PrepareResourceClaims returns, for each claim, the CDI device of each
+// allocated card of this driver: <kind>=<card ID>, the name the device
+// plugin's Allocate returns, resolved by containerd from the same spec
+// files. A claim prepared before (same UID: the kubelet retries, several
+// pods share it, the plugin restarted) gets its recorded answer again. A
+// claim that cannot be prepared gets an error naming it and the reason;
+// the others are still prepared.
+func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	prepared, err := loadCheckpoint(d.checkpoint)
+	if err != nil {
+		d.opts.Metrics.prepare("checkpoint", len(claims))
+		return nil, err
+	}
+	d.mu.Lock()
+	inv := d.inv
+	d.mu.Unlock()
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	dirty := false
+	for _, c := range claims {
+		if c == nil {
+			continue
+		}
+		log := d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID})
+		if pc, ok := prepared[string(c.UID)]; ok {
+			out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
+			d.opts.Metrics.prepare("again", 1)
+			log.Debug("claim already prepared")
+			continue
+		}
+		pc, err := d.prepareClaim(c, inv, prepared)
+		if err != nil {
+			err = fmt.Errorf("claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
+			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+			d.opts.Metrics.prepare(reason(err), 1)
+			log.WithError(err).Warn("claim not prepared")
+			continue
+		}
+		prepared[string(c.UID)] = pc
+		dirty = true
+		out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
+		d.opts.Metrics.prepare("success", 1)
+		log.WithField("cards", cardsOf(pc)).Info("claim prepared")
+	}
+	if dirty {
+		if err := saveCheckpoint(d.checkpoint, prepared); err != nil {
+			return nil, err
+		}
+	}
+	d.opts.Metrics.setPrepared(len(prepared))
+	return out, nil
+}
+
+// prepareClaim maps one claim's allocation to cards.
+func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepared map[string]PreparedClaim) (PreparedClaim, error) {
+	pc := PreparedClaim{Namespace: c.Namespace, Name: c.Name}
+	alloc := c.Status.Allocation
+	if alloc == nil {
+		return pc, ErrNotAllocated
+	}
+	for _, cfg := range alloc.Devices.Config {
+		if cfg.Opaque != nil && cfg.Opaque.Driver == DriverName {
+			return pc, fmt.Errorf("%w (config for requests %v)", ErrOpaqueConfig, cfg.Requests)
+		}
+	}
+	// Cards held by other claims, for the last-line check below.
+	holder := map[string]string{}
+	for uid, o := range prepared {
+		for _, dev := range o.Devices {
+			holder[dev.Card] = o.Namespace + "/" + o.Name + " (" + uid + ")"
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range alloc.Devices.Results {
+		if r.Driver != DriverName {
+			continue
+		}
+		if r.Request == "" || r.Device == "" {
+			return pc, fmt.Errorf("%w: result without request or device name (request %q, device %q)", ErrMalformedClaim, r.Request, r.Device)
+		}
+		if r.Pool != d.opts.NodeName {
+			return pc, fmt.Errorf("device %q: %w %q, this node is %q", r.Device, ErrWrongPool, r.Pool, d.opts.NodeName)
+		}
+		dev, ok := inv.ByName[r.Device]
+		if !ok {
+			return pc, fmt.Errorf("device %q: %w (the card left, or never was here)", r.Device, ErrUnknownDevice)
+		}
+		if !dev.Healthy {
+			return pc, fmt.Errorf("device %q (card %s): %w: %s", r.Device, dev.Card, ErrUnhealthy, UnavailableReason)
+		}
+		admin := r.AdminAccess != nil && *r.AdminAccess
+		if h, ok := holder[dev.Card]; ok && !admin {
+			return pc, fmt.Errorf("device %q (card %s): %w %s", r.Device, dev.Card, ErrAlreadyInUse, h)
+		}
+		if seen[r.Device] && !admin {
+			return pc, fmt.Errorf("%w: device %q allocated twice", ErrMalformedClaim, r.Device)
+		}
+		seen[r.Device] = true
+		pc.Devices = append(pc.Devices, PreparedDevice{
+			Request: r.Request, Pool: r.Pool, Device: r.Device, Card: dev.Card,
+			CDI: []string{cdi.QualifiedName(d.opts.Kind, dev.Card)},
+		})
+	}
+	if len(pc.Devices) == 0 {
+		return pc, ErrNoDevice
+	}
+	return pc, nil
+}
+
+func resultDevices(pc PreparedClaim) []kubeletplugin.Device {
+	out := make([]kubeletplugin.Device, len(pc.Devices))
+	for i, dev := range pc.Devices {
+		out[i] = kubeletplugin.Device{
+			Requests: []string{dev.Request}, PoolName: dev.Pool, DeviceName: dev.Device,
+			CDIDeviceIDs: slices.Clone(dev.CDI),
+		}
+	}
+	return out
+}
+
+func cardsOf(pc PreparedClaim) []string {
+	out := make([]string, len(pc.Devices))
+	for i, dev := range pc.Devices {
+		out[i] = dev.Card
+	}
+	return out
+}
+
+// reason is the metric label of a refused claim.
+func reason(err error) string {
+	for _, r := range []struct {
+		err  error
+		name string
+	}{
+		{ErrNotAllocated, "not_allocated"}, {ErrNoDevice, "no_device"}, {ErrWrongPool, "wrong_pool"},
+		{ErrUnknownDevice, "unknown_device"}, {ErrUnhealthy, "unhealthy"}, {ErrOpaqueConfig, "opaque_config"},
+		{ErrAlreadyInUse, "in_use"}, {ErrMalformedClaim, "malformed"},
+	} {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return "other"
+}
+
+// UnprepareResourceClaims forgets the claims. The per-card spec files
+// are shared by every claim of the card and by the device plugin's
+// naming, so nothing is deleted; the card is free for another claim. A
+// claim not prepared (already unprepared, or prepared by nobody) is not
+// an error.
+func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	prepared, err := loadCheckpoint(d.checkpoint)
+	if err != nil {
+		d.opts.Metrics.unprepare("checkpoint", len(claims))
+		return nil, err
+	}
+	out := make(map[types.UID]error, len(claims))
+	dirty := false
+	for _, c := range claims {
+		out[c.UID] = nil
+		pc, ok := prepared[string(c.UID)]
+		if !ok {
+			d.opts.Metrics.unprepare("not_prepared", 1)
+			continue
+		}
+		delete(prepared, string(c.UID))
+		dirty = true
+		d.opts.Metrics.unprepare("success", 1)
+		d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID, "cards": cardsOf(pc)}).Info("claim unprepared")
+	}
+	if dirty {
+		if err := saveCheckpoint(d.checkpoint, prepared); err != nil {
+			return nil, err
+		}
+	}
+	d.opts.Metrics.setPrepared(len(prepared))
+	return out, nil
+}
+
+// Prepared returns the checkpointed claims (doctor, tests).
+func (d *Driver) Prepared() (map[string]PreparedClaim, error) {
+	return loadCheckpoint(d.checkpoint)
+}
+
+// WatchHealthStatus reports every published device's health: Healthy,
+// or Unhealthy with the taint's reason, when the devices change and
+// every healthResend.
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	t := time.NewTicker(healthResend)
+	defer t.Stop()
+	for {
+		d.mu.Lock()
+		report, changed := d.healthReport(), d.healthChanged
+		d.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- report:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Driver) healthReport() kubeletplugin.DeviceHealthReport {
+	now := time.Now()
+	names := make([]string, 0, len(d.inv.ByName))
+	for n := range d.inv.ByName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	r := kubeletplugin.DeviceHealthReport{Devices: make([]kubeletplugin.DeviceHealth, 0, len(names))}
+	for _, n := range names {
+		dev := d.inv.ByName[n]
+		h := kubeletplugin.DeviceHealth{PoolName: d.opts.NodeName, DeviceName: n, Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
+		if !dev.Healthy {
+			h.Health = kubeletplugin.HealthStatusUnhealthy
+			h.Message = strings.Join([]string{"card", dev.Card, string(ErrUnhealthy.Error()), UnavailableReason}, " ")
+		}
+		r.Devices = append(r.Devices, h)
+	}
+	return r
+}

@@ -1,0 +1,106 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+)
+
+// RunOptions configure dri-cdi-dra.
+type RunOptions struct {
+	// Agent holds the discovery and spec loop's options (roots, CDI dir,
+	// config, resync, metrics address, logger, version). Its KubeletDir,
+	// Delivery and NewBackend are set by Run.
+	Agent agent.Options
+	// NodeName is this node (downward API spec.nodeName).
+	NodeName string
+	// PodUID enables rolling updates when set (downward API metadata.uid).
+	PodUID string
+	// Kubeconfig is a kubeconfig file; empty means the in-cluster config.
+	Kubeconfig string
+	// PluginDataDir and RegistrarDir default to the helper's defaults.
+	PluginDataDir, RegistrarDir string
+
+	// KubeClient replaces the client built from Kubeconfig (tests).
+	KubeClient kubernetes.Interface
+	// HelperOptions are passed on to the helper (tests).
+	HelperOptions []kubeletplugin.Option
+	// OnDriver, when set, is given the driver once it exists (tests).
+	OnDriver func(*Driver)
+}
+
+// Run is dri-cdi-dra: the agent's discovery, CDI spec and hotplug loop
+// publishing to the DRA kubelet plugin instead of the device plugin.
+func Run(ctx context.Context, o RunOptions) error {
+	if o.Agent.Log == nil {
+		return errors.New("no logger")
+	}
+	if o.NodeName == "" {
+		return errors.New("node name is empty (set --node-name or DRI_CDI_NODE_NAME from the downward API)")
+	}
+	if o.PluginDataDir == "" {
+		o.PluginDataDir = DefaultPluginDataDir
+	}
+	if o.RegistrarDir == "" {
+		o.RegistrarDir = DefaultRegistrarDir
+	}
+	client := o.KubeClient
+	if client == nil {
+		var err error
+		if client, err = newClient(o.Kubeconfig); err != nil {
+			return err
+		}
+	}
+	a := o.Agent
+	// The loop warns when this directory is missing: without it the
+	// kubelet never learns about the plugin.
+	a.KubeletDir = o.RegistrarDir
+	a.Delivery = ""
+	a.NewBackend = func(cfg *config.Config, met *metrics.Agent) (agent.Backend, error) {
+		m, err := NewMetrics(met.Registry)
+		if err != nil {
+			return nil, err
+		}
+		d, err := NewDriver(Options{
+			NodeName: o.NodeName, Kind: cfg.Kind(), SysfsRoot: a.Roots.Sysfs,
+			PluginDataDir: o.PluginDataDir, RegistrarDir: o.RegistrarDir, PodUID: o.PodUID,
+			KubeClient: client, Log: a.Log.WithField("component", "dra"), Metrics: m,
+			HelperOptions: o.HelperOptions,
+		})
+		if err == nil && o.OnDriver != nil {
+			o.OnDriver(d)
+		}
+		return d, err
+	}
+	return agent.Run(ctx, a)
+}
+
+func newClient(kubeconfig string) (kubernetes.Interface, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config (kubeconfig %q): %w", kubeconfig, err)
+	}
+	cfg.UserAgent = "dri-cdi-dra"
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return c, nil
+}

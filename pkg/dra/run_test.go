@@ -1,0 +1,136 @@
+package dra
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/dra/dratest"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+)
+
+// devicesOf is the node's slice's devices by name, nil until there is
+// exactly one slice.
+func devicesOf(t *testing.T, e *env) map[string]resourceapi.Device {
+	l, err := e.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	if len(l.Items) != 1 {
+		return nil
+	}
+	out := map[string]resourceapi.Device{}
+	for _, d := range l.Items[0].Spec.Devices {
+		out[d.Name] = d
+	}
+	return out
+}
+
+func get(t *testing.T, url string) (int, string) {
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// Run is the agent loop on a fixture tree publishing to the plugin: the
+// cards' specs are written, the slice follows hotplug and unbind, a
+// prepared claim resolves to the spec the loop wrote, and /readyz and
+// /metrics tell the state.
+func TestRunFollowsTheNode(t *testing.T) {
+	drmtest.SkipUnlessRoot(t)
+	tree := drmtest.MustBuild(t, hybrid...)
+	cdiDir, data, reg, client := t.TempDir(), shortDir(t), shortDir(t), fakeClient()
+	addr := make(chan net.Addr, 1)
+	drivers := make(chan *Driver, 1)
+	log := testEntry(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{
+			Agent: agent.Options{Roots: tree.Roots(), CDIDir: cdiDir, ResyncInterval: time.Hour, MetricsAddr: "127.0.0.1:0",
+				OnMetricsListen: func(a net.Addr) { addr <- a }, Log: log, Version: "test"},
+			NodeName: node, PluginDataDir: data, RegistrarDir: reg, KubeClient: client,
+			OnDriver: func(d *Driver) { drivers <- d },
+		})
+	}()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	d := <-drivers
+	base := "http://" + (<-addr).String()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	sock, err := dratest.WaitSocket(wctx, reg)
+	require.NoError(t, err)
+	code, body := get(t, base+"/readyz")
+	if d.Ready() != nil {
+		require.Equal(t, http.StatusServiceUnavailable, code, body)
+	}
+	p, err := dratest.Register(wctx, sock, "")
+	require.NoError(t, err)
+	defer p.Close()
+	require.Eventually(t, func() bool { c, _ := get(t, base+"/readyz"); return c == http.StatusOK }, 30*time.Second, time.Millisecond)
+
+	e := &env{t: t, client: client, plugin: p, d: d}
+	require.Eventually(t, func() bool { return len(devicesOf(t, e)) == 2 }, 30*time.Second, time.Millisecond)
+	require.Contains(t, devicesOf(t, e), "pci-0000-00-02-0")
+	require.Contains(t, devicesOf(t, e), "pci-0000-03-00-0")
+
+	// The prepared CDI name is the spec the loop wrote.
+	c := e.claim("c", "uid-c", result("gpu", "pci-0000-00-02-0"))
+	got := e.prepare(c)
+	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:00:02.0"}, cdiIDs(got["uid-c"]))
+	specs, err := filepath.Glob(filepath.Join(cdiDir, "*"))
+	require.NoError(t, err)
+	found := false
+	for _, s := range specs {
+		b, err := os.ReadFile(s)
+		require.NoError(t, err)
+		if strings.Contains(string(b), `"0000:00:02.0"`) {
+			found = true
+		}
+	}
+	require.True(t, found, "no spec names 0000:00:02.0 in %v", specs)
+
+	// Hotplug.
+	xe := drmtest.IntelXe.WithPCI("0000:05:00.0").WithNodes(4, 130)
+	require.NoError(t, tree.Add(xe))
+	require.Eventually(t, func() bool { _, ok := devicesOf(t, e)["pci-0000-05-00-0"]; return ok }, 30*time.Second, time.Millisecond)
+	// Unbind: the card stays, tainted; prepare refuses it.
+	require.NoError(t, tree.Unbind("0000:03:00.0"))
+	require.Eventually(t, func() bool { return len(devicesOf(t, e)["pci-0000-03-00-0"].Taints) == 1 }, 30*time.Second, time.Millisecond)
+	sick := e.claim("sick", "uid-sick", result("gpu", "pci-0000-03-00-0"))
+	require.Contains(t, e.prepare(sick)["uid-sick"].Error, "card unavailable")
+	// Rebind: healthy again.
+	require.NoError(t, tree.Rebind("0000:03:00.0"))
+	require.Eventually(t, func() bool {
+		dev, ok := devicesOf(t, e)["pci-0000-03-00-0"]
+		return ok && len(dev.Taints) == 0
+	}, 30*time.Second, time.Millisecond)
+	// Removal: the card leaves the slice.
+	require.NoError(t, tree.Remove("0000:05:00.0"))
+	require.Eventually(t, func() bool { _, ok := devicesOf(t, e)["pci-0000-05-00-0"]; return !ok }, 30*time.Second, time.Millisecond)
+
+	_, metrics := get(t, base+"/metrics")
+	for _, m := range []string{`dri_cdi_dra_prepare_claims_total{result="success"} 1`, `dri_cdi_dra_prepare_claims_total{result="unhealthy"} 1`,
+		`dri_cdi_dra_prepared_claims 1`, `dri_cdi_dra_devices{health="healthy"} 2`, `dri_cdi_agent_discoveries_total{trigger="startup"} 1`} {
+		require.Contains(t, metrics, m)
+	}
+}
+
+func TestRunChecksItsOptions(t *testing.T) {
+	err := Run(context.Background(), RunOptions{Agent: agent.Options{Log: testEntry(t)}, KubeClient: fakeClient()})
+	require.ErrorContains(t, err, "node name is empty")
+	err = Run(context.Background(), RunOptions{Agent: agent.Options{Log: testEntry(t)}, NodeName: node, Kubeconfig: "/nonexistent/kubeconfig"})
+	require.ErrorContains(t, err, `kubeconfig "/nonexistent/kubeconfig"`)
+}

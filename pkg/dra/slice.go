@@ -1,0 +1,157 @@
+package dra
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
+	"k8s.io/utils/ptr"
+
+	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+)
+
+// Attribute names in the driver's own domain (unqualified in the slice;
+// in CEL device.attributes["dri-cdi.dev"].<name>).
+const (
+	AttrID          resourceapi.QualifiedName = "id"
+	AttrDriver      resourceapi.QualifiedName = "driver"
+	AttrResource    resourceapi.QualifiedName = "resource"
+	AttrVendorID    resourceapi.QualifiedName = "vendorID"
+	AttrDeviceID    resourceapi.QualifiedName = "deviceID"
+	AttrBus         resourceapi.QualifiedName = "bus"
+	AttrCardMinor   resourceapi.QualifiedName = "cardMinor"
+	AttrRenderMinor resourceapi.QualifiedName = "renderMinor"
+	AttrDisplayOnly resourceapi.QualifiedName = "displayOnly"
+)
+
+// UnavailableTaint is the key of the taint an Unhealthy card carries.
+// Its effect is NoSchedule: the scheduler allocates the card to no new
+// claim, while pods that hold it keep running (the card may come back
+// when its driver binds again; NoExecute would evict them for good).
+const UnavailableTaint = DriverName + "/unavailable"
+
+// UnavailableReason is the taint's value: the agent loop lists a card
+// as Unhealthy when discovery stops reporting it while its sysfs device
+// is still there, i.e. its driver unbound or its device nodes are gone.
+const UnavailableReason = "driver-unbound-or-nodes-gone"
+
+// Device is one published card.
+type Device struct {
+	// Name is the device name in the slice (DeviceName of the card ID).
+	Name string
+	// Card is the card's stable ID, also its CDI device name.
+	Card string
+	// Resource is the device-plugin resource name of the card's pool.
+	Resource string
+	// Healthy is false for a card listed as Unhealthy (tainted).
+	Healthy bool
+}
+
+// Inventory is what one reconcile pass publishes: the slice's devices
+// and the same devices by name, for prepare.
+type Inventory struct {
+	// Devices are the slice's devices, sorted by name.
+	Devices []resourceapi.Device
+	// ByName maps each device name to its card.
+	ByName map[string]Device
+}
+
+// Build turns the pools of one pass into the devices of the node's
+// ResourceSlice. Every card of every pool is a device named DeviceName
+// of its ID, with the attributes listed in the package doc; unhealthy
+// cards (by ID) carry the UnavailableTaint. sysfsRoot is read for the
+// PCIe root of PCI cards. Two cards with the same device name are both
+// left out, and each problem is returned in problems (naming the
+// cards) without failing the rest.
+func Build(pools []config.Pool, unhealthy map[string]bool, sysfsRoot string) (inv Inventory, problems []error) {
+	type entry struct {
+		card drm.Card
+		res  string
+	}
+	byName := map[string][]entry{}
+	for _, p := range pools {
+		for _, c := range p.Cards {
+			n := DeviceName(c.ID)
+			byName[n] = append(byName[n], entry{card: c, res: p.Resource})
+		}
+	}
+	inv.ByName = make(map[string]Device, len(byName))
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		es := byName[n]
+		if len(es) > 1 {
+			ids := make([]string, len(es))
+			for i, e := range es {
+				ids[i] = e.card.ID
+			}
+			problems = append(problems, fmt.Errorf("cards %s map to one device name %q: none of them is published", strings.Join(ids, ", "), n))
+			continue
+		}
+		e := es[0]
+		d, errs := device(n, &e.card, e.res, !unhealthy[e.card.ID], sysfsRoot)
+		problems = append(problems, errs...)
+		inv.Devices = append(inv.Devices, d)
+		inv.ByName[n] = Device{Name: n, Card: e.card.ID, Resource: e.res, Healthy: !unhealthy[e.card.ID]}
+	}
+	return inv, problems
+}
+
+// device is the API form of one card. The standard attributes that
+// cannot be read (a PCI card whose /sys/bus/pci link is missing) are
+// left out and returned as problems; the card is still published.
+func device(name string, c *drm.Card, resource string, healthy bool, sysfsRoot string) (resourceapi.Device, []error) {
+	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		AttrID:          {StringValue: ptr.To(c.ID)},
+		AttrDriver:      {StringValue: ptr.To(c.Driver)},
+		AttrResource:    {StringValue: ptr.To(resource)},
+		AttrBus:         {StringValue: ptr.To(c.Bus)},
+		AttrDisplayOnly: {BoolValue: ptr.To(c.DisplayOnly())},
+	}
+	// An Unhealthy card seeded without nodes has no minor to publish.
+	if c.CardNode.Path != "" {
+		attrs[AttrCardMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(c.CardNode.Minor))}
+	}
+	if c.RenderNode != nil {
+		attrs[AttrRenderMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(c.RenderNode.Minor))}
+	}
+	if c.VendorID != "" {
+		attrs[AttrVendorID] = resourceapi.DeviceAttribute{StringValue: ptr.To(c.VendorID)}
+		attrs[AttrDeviceID] = resourceapi.DeviceAttribute{StringValue: ptr.To(c.DeviceID)}
+	}
+	var problems []error
+	if c.PCIAddress != "" {
+		if a, err := deviceattribute.GetPCIBusIDAttribute(c.PCIAddress); err != nil {
+			problems = append(problems, fmt.Errorf("card %s: %w", c.ID, err))
+		} else {
+			attrs[a.Name] = a.Value
+			if a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(c.PCIAddress, deviceattribute.WithFSFromRoot(sysfsRoot)); err != nil {
+				problems = append(problems, fmt.Errorf("card %s: no %s attribute: %w", c.ID, deviceattribute.StandardDeviceAttributePCIeRoot, err))
+			} else {
+				attrs[a.Name] = a.Value
+			}
+		}
+	}
+	if c.NUMANode >= 0 {
+		if a, err := deviceattribute.GetNUMANodeAttribute(c.NUMANode, deviceattribute.ScalarAttribute); err == nil {
+			attrs[a.Name] = a.Value
+		} else {
+			problems = append(problems, fmt.Errorf("card %s: %w", c.ID, err))
+		}
+	}
+	d := resourceapi.Device{Name: name, Attributes: attrs}
+	if !healthy {
+		d.Taints = []resourceapi.DeviceTaint{{
+			Key:    UnavailableTaint,
+			Value:  UnavailableReason,
+			Effect: resourceapi.DeviceTaintEffectNoSchedule,
+		}}
+	}
+	return d, problems
+}

@@ -1,0 +1,151 @@
+package dra
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+)
+
+// hybrid is an i915 iGPU and an amdgpu dGPU (with /dev/kfd), a BMC VGA
+// without a render node and the firmware framebuffer.
+var hybrid = []drmtest.GPU{
+	drmtest.IntelIGPU.WithNodes(1, 128),
+	drmtest.AMDdGPU.WithPCI("0000:03:00.0").WithNodes(2, 129).WithNUMA(1),
+	drmtest.ASpeedBMC.WithNodes(3, -1),
+	drmtest.Simpledrm.WithNodes(0, -1),
+}
+
+func discover(t *testing.T, gpus ...drmtest.GPU) (*drmtest.Tree, []drm.Card) {
+	t.Helper()
+	drmtest.SkipUnlessRoot(t)
+	tree := drmtest.MustBuild(t, gpus...)
+	inv, err := drm.Discover(tree.Roots())
+	require.NoError(t, err)
+	require.Empty(t, inv.Skipped)
+	return tree, inv.Cards
+}
+
+func str(s string) resourceapi.DeviceAttribute {
+	return resourceapi.DeviceAttribute{StringValue: ptr.To(s)}
+}
+func num(i int64) resourceapi.DeviceAttribute {
+	return resourceapi.DeviceAttribute{IntValue: ptr.To(i)}
+}
+func flag(b bool) resourceapi.DeviceAttribute {
+	return resourceapi.DeviceAttribute{BoolValue: ptr.To(b)}
+}
+
+func TestBuildHybridNode(t *testing.T) {
+	tree, cards := discover(t, hybrid...)
+	inv, problems := Build(config.Default().Assign(cards), nil, tree.Roots().Sysfs)
+	require.Empty(t, problems)
+	// The default pools take the cards with a render node only, as the
+	// device plugin does.
+	require.Equal(t, []resourceapi.Device{
+		{Name: "pci-0000-00-02-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"id": str("0000:00:02.0"), "driver": str("i915"), "resource": str("dri-cdi.dev/i915"), "bus": str("pci"),
+			"vendorID": str("8086"), "deviceID": str("7d55"), "cardMinor": num(1), "renderMinor": num(128), "displayOnly": flag(false),
+			"resource.kubernetes.io/pciBusID": str("0000:00:02.0"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
+		}},
+		{Name: "pci-0000-03-00-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"id": str("0000:03:00.0"), "driver": str("amdgpu"), "resource": str("dri-cdi.dev/amdgpu"), "bus": str("pci"),
+			"vendorID": str("1002"), "deviceID": str("744c"), "cardMinor": num(2), "renderMinor": num(129), "displayOnly": flag(false),
+			"resource.kubernetes.io/pciBusID": str("0000:03:00.0"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
+			"resource.kubernetes.io/numaNode": num(1),
+		}},
+	}, inv.Devices)
+	require.Equal(t, map[string]Device{
+		"pci-0000-00-02-0": {Name: "pci-0000-00-02-0", Card: "0000:00:02.0", Resource: "dri-cdi.dev/i915", Healthy: true},
+		"pci-0000-03-00-0": {Name: "pci-0000-03-00-0", Card: "0000:03:00.0", Resource: "dri-cdi.dev/amdgpu", Healthy: true},
+	}, inv.ByName)
+}
+
+// A configured pool that takes display-only cards publishes them with
+// their pool's resource, no render minor, and displayOnly true; a
+// platform card has no PCI attributes.
+func TestBuildConfiguredPoolsAndDisplayOnly(t *testing.T) {
+	tree, cards := discover(t, hybrid...)
+	cfg, err := config.Parse([]byte(`
+defaultPools: false
+pools:
+- resource: example.com/display
+  drivers: [ast, simple-framebuffer]
+  includeDisplayOnly: true
+  replicas: 1
+- resource: gpu.intel.com/i915
+  pciIDs: ["8086:*"]
+  replicas: 1
+`))
+	require.NoError(t, err)
+	inv, problems := Build(cfg.Assign(cards), nil, tree.Roots().Sysfs)
+	require.Empty(t, problems)
+	names := make([]string, 0, len(inv.Devices))
+	for _, d := range inv.Devices {
+		names = append(names, d.Name)
+	}
+	sfb := DeviceName("simple-framebuffer.0")
+	require.ElementsMatch(t, []string{"pci-0000-00-02-0", "pci-0000-02-00-0", sfb}, names)
+	require.Equal(t, "gpu.intel.com/i915", inv.ByName["pci-0000-00-02-0"].Resource)
+	for _, d := range inv.Devices {
+		switch d.Name {
+		case "pci-0000-02-00-0":
+			require.Equal(t, flag(true), d.Attributes[AttrDisplayOnly])
+			require.NotContains(t, d.Attributes, AttrRenderMinor)
+			require.Equal(t, str("example.com/display"), d.Attributes[AttrResource])
+			require.Equal(t, num(0), d.Attributes["resource.kubernetes.io/numaNode"])
+		case sfb:
+			require.Equal(t, str("simple-framebuffer.0"), d.Attributes[AttrID])
+			require.Equal(t, str("platform"), d.Attributes[AttrBus])
+			for _, a := range []resourceapi.QualifiedName{AttrVendorID, AttrDeviceID, "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot", "resource.kubernetes.io/numaNode"} {
+				require.NotContains(t, d.Attributes, a)
+			}
+		}
+	}
+}
+
+func TestBuildUnhealthyIsTainted(t *testing.T) {
+	tree, cards := discover(t, hybrid...)
+	inv, _ := Build(config.Default().Assign(cards), map[string]bool{"0000:03:00.0": true}, tree.Roots().Sysfs)
+	require.Len(t, inv.Devices, 2)
+	require.Empty(t, inv.Devices[0].Taints)
+	require.Equal(t, []resourceapi.DeviceTaint{{Key: "dri-cdi.dev/unavailable", Value: UnavailableReason, Effect: resourceapi.DeviceTaintEffectNoSchedule}},
+		inv.Devices[1].Taints)
+	require.False(t, inv.ByName["pci-0000-03-00-0"].Healthy)
+	require.True(t, inv.ByName["pci-0000-00-02-0"].Healthy)
+}
+
+// A card seeded as Unhealthy without nodes (its sysfs device left the
+// tree's PCI links) is still published, tainted, without minors; the
+// missing PCIe root is a problem, not a failure.
+func TestBuildCardWithoutNodesOrLinks(t *testing.T) {
+	c := drm.Card{ID: "0000:09:00.0", Driver: "i915", Bus: "pci", PCIAddress: "0000:09:00.0", NUMANode: -1}
+	inv, problems := Build([]config.Pool{{Resource: "dri-cdi.dev/i915", Cards: []drm.Card{c}}}, map[string]bool{c.ID: true}, t.TempDir())
+	require.Len(t, problems, 1)
+	require.ErrorContains(t, problems[0], "card 0000:09:00.0: no resource.kubernetes.io/pcieRoot attribute")
+	require.Len(t, inv.Devices, 1)
+	d := inv.Devices[0]
+	require.NotContains(t, d.Attributes, AttrCardMinor)
+	require.Equal(t, str("0000:09:00.0"), d.Attributes["resource.kubernetes.io/pciBusID"])
+	require.Len(t, d.Taints, 1)
+}
+
+// Two cards that map to one name are both left out, with an error that
+// names both.
+func TestBuildRefusesNameCollision(t *testing.T) {
+	a := drm.Card{ID: "vkms", Driver: "vkms", Bus: "platform", NUMANode: -1, CardNode: drm.DeviceNode{Path: "/dev/dri/card0"}}
+	b := a
+	b.CardNode.Minor = 1
+	ok := drm.Card{ID: "virtio1", Driver: "virtio_gpu", Bus: "virtio", NUMANode: -1}
+	inv, problems := Build([]config.Pool{{Resource: "x/a", Cards: []drm.Card{a, ok}}, {Resource: "x/b", Cards: []drm.Card{b}}}, nil, t.TempDir())
+	require.Len(t, problems, 1)
+	require.EqualError(t, problems[0], `cards vkms, vkms map to one device name "vkms": none of them is published`)
+	require.Len(t, inv.Devices, 1)
+	require.Equal(t, "virtio1", inv.Devices[0].Name)
+	require.NotContains(t, inv.ByName, "vkms")
+}
