@@ -11,6 +11,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 RELEASE := $(shell cat VERSION)
 CHART_VERSION := $(RELEASE:v%=%)
 LDFLAGS := -s -w -X $(PKG)/pkg/version.Version=$(VERSION)
+# GOTAGS are the build tags of every product binary. grpcnotrace leaves
+# out gRPC's golang.org/x/net/trace (and with it html/template), which
+# nothing here uses: 2.5 MB of agent binary and 3.7 MB of NRI plugin
+# binary, almost all of it resident (docs/performance.md, Memory).
+GOTAGS := grpcnotrace
 CMDS := $(notdir $(patsubst %/main.go,%,$(wildcard cmd/*/main.go)))
 PLATFORMS := linux/amd64 linux/arm64
 
@@ -23,14 +28,14 @@ help: ## Show this help
 .PHONY: build
 build: ## Build dri-cdi, dri-cdi-agent, dri-cdi-dra and dri-cdi-nri into bin/
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GOTAGS)' -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
 .PHONY: build-cross
 build-cross: ## Cross-compile static binaries for linux/amd64 and linux/arm64 into _output/
 	@for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; mkdir -p $(OUT)/$$os-$$arch; \
 	  echo "building $$p"; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/$$os-$$arch/ $(addprefix ./cmd/,$(CMDS)) || exit 1; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -tags '$(GOTAGS)' -ldflags '$(LDFLAGS)' -o $(OUT)/$$os-$$arch/ $(addprefix ./cmd/,$(CMDS)) || exit 1; \
 	done
 
 .PHONY: test
@@ -123,7 +128,7 @@ dist: ## Static dri-cdi CLI binaries for linux/amd64 and linux/arm64 + SHA256SUM
 	@rm -rf $(DIST) && mkdir -p $(DIST)
 	@for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; echo "building dri-cdi $$p"; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/dri-cdi-$$os-$$arch ./cmd/dri-cdi || exit 1; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -tags '$(GOTAGS)' -ldflags '$(LDFLAGS)' -o $(DIST)/dri-cdi-$$os-$$arch ./cmd/dri-cdi || exit 1; \
 	done
 	cd $(DIST) && sha256sum dri-cdi-* > SHA256SUMS && cat SHA256SUMS
 

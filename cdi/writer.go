@@ -47,6 +47,9 @@ type Writer struct {
 	log    *logrus.Entry
 
 	mu sync.Mutex
+	// last is the previous Generate, reused while the cards stay equal
+	// (see generated).
+	last *generated
 }
 
 // NewWriter returns a Writer for kind in dir. The directory is created by
@@ -88,13 +91,13 @@ func (w *Writer) Kind() string { return w.kind }
 // joins one error per file that could not be written or removed, each
 // naming the file and the reason.
 func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
-	files, err := Generate(w.kind, cards)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	files, err := w.generate(cards)
 	if err != nil {
 		return false, fmt.Errorf("generate CDI specs for %s: %w", w.dir, err)
 	}
-
-	w.mu.Lock()
-	defer w.mu.Unlock()
 
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
 		return false, fmt.Errorf("create CDI spec dir: %w", err)

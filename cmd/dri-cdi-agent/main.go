@@ -15,11 +15,13 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
+	"github.com/dri-cdi/dri-cdi/pkg/gctune"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
 
 func main() {
+	gctune.Apply()
 	var o agent.Options
 	var logFlags logging.Flags
 	fs := agent.NewFlagSet(&o, &logFlags)

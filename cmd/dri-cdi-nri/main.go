@@ -14,10 +14,12 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
+	"github.com/dri-cdi/dri-cdi/pkg/gctune"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
 
 func main() {
+	gctune.Apply()
 	var o nri.Options
 	var logFlags logging.Flags
 	fs := nri.NewFlagSet(&o, &logFlags)

@@ -98,6 +98,8 @@ type bench struct {
 	mu    sync.Mutex
 	suite *harness.Suite // set once, before the measurements
 	procs []*process
+	// scanWrite holds the scan_write_ms_<n> samples in ms, by card count.
+	scanWrite map[int][]float64
 	// interrupted is set by a signal; the run then writes nothing.
 	interrupted atomic.Bool
 }
@@ -161,6 +163,11 @@ type stderrLogger struct{}
 
 func (stderrLogger) Logf(format string, args ...any) { logf(format, args...) }
 
+// containerKeys are the keys measured through containerd and the real
+// kubelet, which -skip-containerd leaves out.
+var containerKeys = []string{"nri_create_ratio", "nri_cdi_vs_nri_ratio", "nri_verify_cdi_ratio", "nri_inject_ratio",
+	"nri_burst_plain_ratio", "nri_rss_mb", "agent_cold_start_ms", "kubelet_restart_reregister_ms"}
+
 // Run measures everything, in this order: in process, the binaries
 // against a fake kubelet, then the container path through containerd. A
 // measurement that fails is recorded and the others still run.
@@ -168,13 +175,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("bench must run as root: the fake DRM trees need real char device nodes (mknod), and containerd runs containers")
 	}
-	b := &bench{cfg: cfg, report: NewReport()}
+	b := &bench{cfg: cfg, report: NewReport(), scanWrite: map[int][]float64{}}
 	p := &b.report.Params
 	p.Machine = ReadMachine()
 	p.Started = time.Now().UTC().Format(time.RFC3339)
 	p.Repetitions = map[string]int{}
 	p.Dirs = map[string]string{}
 	p.Versions = map[string]string{}
+	b.recordBinaries()
 	if la, err := LoadAvg(); err == nil {
 		p.LoadAvgBefore = la
 	}
@@ -199,7 +207,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	const containerStep = "container path through containerd"
 	if cfg.SkipContainerd {
 		p.Notes = append(p.Notes, "the container path through containerd was skipped (-skip-containerd)")
-		b.report.Skip("-skip-containerd", "nri_create_ratio", "nri_cdi_vs_nri_ratio", "nri_rss_mb")
+		b.report.Skip("-skip-containerd", containerKeys...)
 	} else if suite, err := b.newSuite(ctx); err != nil {
 		b.report.Fail(containerStep, err)
 	} else {
@@ -258,6 +266,7 @@ func (b *bench) inProcess() error {
 		func() error { return b.measurePodResources(n) },
 		func() error { return b.measureScanWrite(dir, 16, b.cfg.scanReps16) },
 		func() error { return b.measureScanWrite(dir, 128, b.cfg.scanReps128) },
+		b.scanGrowth,
 	} {
 		errs = append(errs, f())
 	}

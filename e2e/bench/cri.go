@@ -69,6 +69,8 @@ type crirun struct {
 	card    drm.Card
 	arms    map[string]*arm
 	created int
+	// connected says whether dri-cdi-nri runs (it starts disconnected).
+	connected bool
 }
 
 // newSuite sets up the e2e harness: it waits for the machine-wide lock
@@ -115,6 +117,10 @@ func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
 		logf("PodResources against the kubelet: %v", err)
 		b.report.Fail("podresources_kubelet_p99_us", err)
 	}
+	if err := b.measureKubeletStarts(ctx, node); err != nil {
+		logf("agent and kubelet starts: %v", err)
+		b.report.Fail("agent_cold_start_ms and kubelet_restart_reregister_ms", err)
+	}
 	node.StopKubelet()
 
 	r := &crirun{node: node, arms: map[string]*arm{}}
@@ -155,6 +161,15 @@ func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
 		return err
 	}
 	var errs []error
+	if burst, err := r.measureBurst(ctx, b.cfg); err != nil {
+		errs = append(errs, fmt.Errorf("burst: %w", err))
+	} else {
+		errs = append(errs,
+			b.setRatio("nri_burst_plain_ratio", burst.plainOn, burst.plainOff, fmt.Sprintf(
+				"plain container created at the same moment as %d GPU containers (nri delivery), dri-cdi-nri connected vs not; interleaved blocks", burstGPU)),
+			b.setRatio("nri_burst_gpu_ratio", burst.gpuOn, burst.gpuOff, fmt.Sprintf(
+				"the %d GPU containers of those bursts: injected by dri-cdi-nri vs annotation only without it (no device)", burstGPU)))
+	}
 	for _, k := range []struct{ key, a, b, note string }{
 		{"nri_create_ratio", armPlainOn, armPlainOff,
 			"CRI CreateContainer+StartContainer of a plain busybox container, dri-cdi-nri connected vs not; interleaved blocks"},
@@ -286,21 +301,7 @@ func (r *crirun) removeSandboxes() {
 // machine's load falls on every arm alike.
 func (r *crirun) measure(ctx context.Context, cfg Config) error {
 	blocks := (cfg.Containers + cfg.Block - 1) / cfg.Block
-	connected := false
-	setNRI := func(on bool) error {
-		if on == connected {
-			return nil
-		}
-		connected = on
-		if on {
-			return r.node.StartNRI(ctx)
-		}
-		r.node.StopNRI()
-		if r.node.NRIPid() != 0 {
-			return errors.New("dri-cdi-nri still running after stop")
-		}
-		return nil
-	}
+	setNRI := func(on bool) error { return r.setNRI(ctx, on) }
 	// Warm up every arm: the first containers pay for snapshots and caches.
 	for _, on := range []bool{true, false} {
 		if err := setNRI(on); err != nil {
@@ -317,7 +318,7 @@ func (r *crirun) measure(ctx context.Context, cfg Config) error {
 	start := time.Now()
 	for bi := range 2 * blocks {
 		on := bi%4 == 0 || bi%4 == 3
-		toggled := on != connected
+		toggled := on != r.connected
 		if err := setNRI(on); err != nil {
 			return err
 		}
@@ -348,6 +349,22 @@ func (r *crirun) measure(ctx context.Context, cfg Config) error {
 	return setNRI(true)
 }
 
+// setNRI connects or disconnects dri-cdi-nri.
+func (r *crirun) setNRI(ctx context.Context, on bool) error {
+	if on == r.connected {
+		return nil
+	}
+	r.connected = on
+	if on {
+		return r.node.StartNRI(ctx)
+	}
+	r.node.StopNRI()
+	if r.node.NRIPid() != 0 {
+		return errors.New("dri-cdi-nri still running after stop")
+	}
+	return nil
+}
+
 func (r *crirun) armsOf(connected bool) []*arm {
 	if connected {
 		return []*arm{r.arms[armPlainOn], r.arms[armCDIOn], r.arms[armNRI]}
@@ -360,8 +377,20 @@ func (r *crirun) armsOf(connected bool) []*arm {
 // container's OCI spec for the arm's device node and removes it.
 func (r *crirun) once(ctx context.Context, a *arm) (time.Duration, error) {
 	a.attempt++
+	id, d, err := r.start(ctx, a, a.attempt)
+	r.created++
+	if err := r.finish(ctx, a, id, err); err != nil {
+		return 0, err
+	}
+	time.Sleep(settle)
+	return d, nil
+}
+
+// start creates and starts container attempt of an arm and returns its
+// ID and how long CreateContainer + StartContainer took.
+func (r *crirun) start(ctx context.Context, a *arm, attempt uint32) (string, time.Duration, error) {
 	cfg := &runtimeapi.ContainerConfig{
-		Metadata:    &runtimeapi.ContainerMetadata{Name: "main", Attempt: a.attempt},
+		Metadata:    &runtimeapi.ContainerMetadata{Name: "main", Attempt: attempt},
 		Image:       &runtimeapi.ImageSpec{Image: harness.BusyboxImage},
 		Command:     []string{"/bin/sleep", "3600"},
 		Annotations: a.annotations,
@@ -380,24 +409,32 @@ func (r *crirun) once(ctx context.Context, a *arm) (time.Duration, error) {
 	start := time.Now()
 	cr, err := r.rt.CreateContainer(cctx, &runtimeapi.CreateContainerRequest{PodSandboxId: a.sandbox, Config: cfg, SandboxConfig: a.pod})
 	if err != nil {
-		return 0, fmt.Errorf("%s: create container: %w", a.name, err)
+		return "", 0, fmt.Errorf("%s: create container: %w", a.name, err)
 	}
 	id := cr.GetContainerId()
 	_, err = r.rt.StartContainer(cctx, &runtimeapi.StartContainerRequest{ContainerId: id})
 	d := time.Since(start)
-	r.created++
+	if err != nil {
+		err = fmt.Errorf("%s: start container: %w", a.name, err)
+	}
+	return id, d, err
+}
+
+// finish checks a started container's OCI spec for the arm's device node
+// (unless starting it failed with startErr) and removes it.
+func (r *crirun) finish(ctx context.Context, a *arm, id string, startErr error) error {
+	if id == "" {
+		return startErr
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err := startErr
 	if err == nil {
 		err = r.checkDevices(cctx, a, id)
-	} else {
-		err = fmt.Errorf("%s: start container: %w", a.name, err)
 	}
 	_, serr := r.rt.StopContainer(cctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 0})
 	_, rerr := r.rt.RemoveContainer(cctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
-	if err := errors.Join(err, serr, rerr); err != nil {
-		return 0, err
-	}
-	time.Sleep(settle)
-	return d, nil
+	return errors.Join(err, serr, rerr)
 }
 
 // ociSpec is the part of the runtime spec checked.

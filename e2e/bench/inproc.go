@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -235,15 +237,21 @@ func (b *bench) measureScanWrite(dir string, n, reps int) error {
 	}
 	roots := tree.Roots()
 	outDir := filepath.Join(dir, fmt.Sprintf("scan%d-cdi", n))
-	pass := func(cdiDir string, wantChange bool) (time.Duration, error) {
+	writers := map[string]*cdi.Writer{}
+	// The write pass is the agent's start: a new Writer, an empty
+	// directory. The resync pass is its periodic rescan: the same Writer
+	// (the agent keeps one), the directory as the write pass left it.
+	pass := func(w *cdi.Writer, cdiDir string, wantChange bool) (time.Duration, error) {
 		start := time.Now()
 		inv, err := discoverN(roots, n)
 		if err != nil {
 			return 0, err
 		}
-		w, err := cdi.NewWriter(cdiDir, cdi.DefaultKind)
-		if err != nil {
-			return 0, err
+		if w == nil {
+			if w, err = cdi.NewWriter(cdiDir, cdi.DefaultKind); err != nil {
+				return 0, err
+			}
+			writers[cdiDir] = w
 		}
 		changed, err := w.Sync(inv.Cards)
 		d := time.Since(start)
@@ -259,11 +267,12 @@ func (b *bench) measureScanWrite(dir string, n, reps int) error {
 	runtime.GC()
 	for i := range reps + 2 {
 		cdiDir := filepath.Join(outDir, strconv.Itoa(i))
-		dw, err := pass(cdiDir, true)
+		dw, err := pass(nil, cdiDir, true)
 		if err != nil {
 			return err
 		}
-		dr, err := pass(cdiDir, false)
+		dr, err := pass(writers[cdiDir], cdiDir, false)
+		delete(writers, cdiDir)
 		if err != nil {
 			return err
 		}
@@ -281,11 +290,42 @@ func (b *bench) measureScanWrite(dir string, n, reps int) error {
 			write, resync = append(write, dw), append(resync, dr)
 		}
 	}
+	b.scanWrite[n] = In(time.Millisecond, write)
 	where := fmt.Sprintf("on %s (%s)", dir, FSType(dir))
 	if err := b.setSample(fmt.Sprintf("scan_write_ms_%d", n), time.Millisecond, write, "median",
 		fmt.Sprintf("drm.Discover of %d mixed fake GPUs + cdi.Writer.Sync into an empty dir (%d files, fsync'ed), %s", n, n+1, where)); err != nil {
 		return err
 	}
 	return b.setSample(fmt.Sprintf("scan_resync_ms_%d", n), time.Millisecond, resync, "median",
-		fmt.Sprintf("the same pass when nothing changed (compare, no write), %s", where))
+		fmt.Sprintf("the same pass when nothing changed, with the write pass's Writer as the agent's periodic resync (compare, no write), %s", where))
+}
+
+// scanGrowth records how scan_write grows from 16 to 128 cards: the ratio
+// of the medians, with a bootstrap interval. Linear growth is 8.
+func (b *bench) scanGrowth() error {
+	s16, s128 := b.scanWrite[16], b.scanWrite[128]
+	if len(s16) == 0 || len(s128) == 0 {
+		return errors.New("scan_write_growth_128: scan_write_ms_16 or scan_write_ms_128 missing")
+	}
+	a, err := Summarize(s128)
+	if err != nil {
+		return err
+	}
+	d, err := Summarize(s16)
+	if err != nil {
+		return err
+	}
+	ratio, err := Ratio(a, d)
+	if err != nil {
+		return err
+	}
+	lo, hi, err := RatioCI(s128, s16, 0.95, 2000, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		return err
+	}
+	b.report.Set("scan_write_growth_128", Result{Value: ratio, Note: "scan_write_ms_128 / scan_write_ms_16: 8 cards for one is linear growth",
+		Parts: map[string]Summary{"scan_write_ms_128": a, "scan_write_ms_16": d}, CI95: &[2]float64{round(lo, 4), round(hi, 4)}})
+	b.report.Params.Repetitions["scan_write_growth_128"] = min(a.N, d.N)
+	logf("scan_write_growth_128 = %.3f [95%% CI %.3f-%.3f]", ratio, lo, hi)
+	return nil
 }

@@ -24,7 +24,8 @@ type Params struct {
 	// Dirs are the directories the file-system work ran in, with their
 	// file system type.
 	Dirs map[string]string `json:"dirs"`
-	// Versions of the runtime pieces the container path ran through.
+	// Versions of the runtime pieces the container path ran through, and
+	// the size and build tags of the product binaries.
 	Versions map[string]string `json:"versions,omitempty"`
 	// Steps are the parts of the run, in order.
 	Steps []Step `json:"steps"`

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"debug/buildinfo"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -91,4 +93,26 @@ func steadyRSS(pid int, settle, interval time.Duration, n int) ([]float64, error
 		out = append(out, mb)
 	}
 	return out, nil
+}
+
+// recordBinaries notes the size and build tags of the product binaries
+// measured, since their size is most of their resident memory (the
+// kernel maps a binary's cached pages around every page it touches).
+func (b *bench) recordBinaries() {
+	for _, name := range []string{"dri-cdi-agent", "dri-cdi-nri"} {
+		path := filepath.Join(b.cfg.BinDir, name)
+		st, err := os.Stat(path)
+		if err != nil {
+			continue
+		}
+		tags := "none"
+		if bi, err := buildinfo.ReadFile(path); err == nil {
+			for _, s := range bi.Settings {
+				if s.Key == "-tags" {
+					tags = s.Value
+				}
+			}
+		}
+		b.report.Params.Versions[name] = fmt.Sprintf("%.1f MiB binary, build tags: %s", float64(st.Size())/(1<<20), tags)
+	}
 }

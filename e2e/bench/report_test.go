@@ -153,8 +153,17 @@ func TestReportTable(t *testing.T) {
 	for i, k := range Keys {
 		require.True(t, strings.HasPrefix(lines[1+i], k.Name+" "), "line %d is %q, want key %s", 1+i, lines[1+i], k.Name)
 	}
-	require.Regexp(t, `^nri_create_ratio\s+1\.2\s+ratio\s.*\s200\+201\s+1\.150-1\.251\s+<= 1\.03\s+MISS$`, lines[1])
-	require.Regexp(t, `^nri_handler_p99_us_plain\s+80\s+us\s+p99\s+40\s+80\s+300\s+-\s+< 50\s+MISS$`, lines[3])
+	line := func(key string) string {
+		for _, l := range lines {
+			if strings.HasPrefix(l, key+" ") {
+				return l
+			}
+		}
+		t.Fatalf("no line for %s", key)
+		return ""
+	}
+	require.Regexp(t, `^nri_create_ratio\s+1\.2\s+ratio\s.*\s200\+201\s+1\.150-1\.251\s+<= 1\.03\s+MISS$`, line("nri_create_ratio"))
+	require.Regexp(t, `^nri_handler_p99_us_plain\s+80\s+us\s+p99\s+40\s+80\s+300\s+-\s+< 50\s+MISS$`, line("nri_handler_p99_us_plain"))
 	require.Regexp(t, `^hotunplug_ms\s+12\.5\s+ms\s+median\s+12\.5\s+20\s+30\s+-\s+-\s+INFO$`, lines[len(lines)-1])
 
 	// Both ratios share their part names: each sample is listed once.
@@ -163,6 +172,22 @@ func TestReportTable(t *testing.T) {
 	require.Regexp(t, `^SAMPLE COMPARED\s+MEDIAN\s+P99\s+MIN\s+MAX\s+N$`, partLines[0])
 	require.Regexp(t, `^without\s`, partLines[2])
 	require.Regexp(t, `^with\s+1\.2\s+0\s+0\s+0\s+200$`, partLines[1])
+}
+
+// A ratio meets its goal only when its whole 95 % interval does.
+func TestRatioGoalNeedsInterval(t *testing.T) {
+	r := NewReport()
+	r.Set("nri_verify_cdi_ratio", Result{Value: 1.01, CI95: &[2]float64{0.99, 1.03}})
+	r.Set("nri_inject_ratio", Result{Value: 1.01, CI95: &[2]float64{0.99, 1.019}})
+	r.Set("nri_cdi_vs_nri_ratio", Result{Value: 1.0, CI95: &[2]float64{0.94, 1.02}})
+	r.Set("allocate_p99_us", Result{Value: 150})
+	for key, want := range map[string]string{
+		"nri_verify_cdi_ratio": "MISS", "nri_inject_ratio": "PASS", "nri_cdi_vs_nri_ratio": "MISS", "allocate_p99_us": "PASS",
+	} {
+		got, ok := r.Get(key)
+		require.True(t, ok, key)
+		require.Equal(t, want, got.Status, key)
+	}
 }
 
 func TestRound(t *testing.T) {

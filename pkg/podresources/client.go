@@ -20,8 +20,13 @@ const (
 	// DefaultSocket is where the kubelet serves the PodResources API.
 	DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	// DefaultTimeout bounds one ContainerDevices call, Get and List
-	// fallback together.
-	DefaultTimeout = 500 * time.Millisecond
+	// fallback and rate-limit retries together: about 60 times the
+	// slowest answer measured from a loaded kubelet (4.3 ms), room for
+	// the stalls of a loaded node (100 ms was missed once in a bench
+	// run), six retries while the kubelet's rate limiter refills a token
+	// every 10 ms, and an eighth of containerd's 2 s NRI timeout
+	// (docs/nri.md, "The PodResources deadline").
+	DefaultTimeout = 250 * time.Millisecond
 	// maxMsgSize allows List answers of large nodes.
 	maxMsgSize = 16 << 20
 )
@@ -126,6 +131,9 @@ func (c *Client) podResources(ctx context.Context, namespace, pod string) (*v1.P
 	// queries a second) and answers the excess with ResourceExhausted.
 	// A burst of GPU containers on one node must not fail on that, so a
 	// rate-limited call is retried with a short backoff until the deadline.
+	// limited is the last rate-limit rejection, so that a deadline that
+	// ends during the next call still says why the calls took so long.
+	var limited error
 	for wait := retryStart; ; wait = min(2*wait, retryMax) {
 		if !c.noGet.Load() {
 			res, err = c.get(ctx, namespace, pod)
@@ -139,6 +147,7 @@ func (c *Client) podResources(ctx context.Context, namespace, pod string) (*v1.P
 		if status.Code(err) != codes.ResourceExhausted {
 			break
 		}
+		limited = err
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -146,6 +155,9 @@ func (c *Client) podResources(ctx context.Context, namespace, pod string) (*v1.P
 			return nil, fmt.Errorf("%w (rate-limited by the kubelet until the deadline)", err)
 		case <-t.C:
 		}
+	}
+	if c := status.Code(err); err != nil && limited != nil && (c == codes.DeadlineExceeded || c == codes.Canceled) {
+		return nil, fmt.Errorf("%w (rate-limited by the kubelet until the deadline; the last call ended with: %v)", limited, err)
 	}
 	return res, err
 }

@@ -209,3 +209,17 @@ func TestRateLimitedUntilDeadline(t *testing.T) {
 	require.ErrorContains(t, err, "rate-limited by the kubelet until the deadline")
 	require.ErrorContains(t, err, "ResourceExhausted")
 }
+
+// A deadline that ends during the call after a rate-limit rejection still
+// says the kubelet rate-limited the query.
+func TestRateLimitedThenDeadlineInCall(t *testing.T) {
+	s := startFake(t)
+	s.SetRateLimited(2)
+	s.SetDelay(time.Second)
+	c := newClient(t, s.Socket(), podresources.WithTimeout(100*time.Millisecond))
+	_, err := c.ContainerDevices(context.Background(), "default", "gpu", "app")
+	require.ErrorContains(t, err, "rate-limited by the kubelet until the deadline")
+	require.ErrorContains(t, err, "ResourceExhausted")
+	require.ErrorContains(t, err, "DeadlineExceeded")
+	require.NotErrorIs(t, err, podresources.ErrPodNotFound)
+}
