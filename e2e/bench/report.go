@@ -61,11 +61,14 @@ var Keys = []KeySpec{
 	{Name: "nri_handler_p99_us_gpu", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 500}},
 	{Name: "podresources_p99_us", Unit: "us", Stat: "p99"},
 	{Name: "allocate_p99_us", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 1000}},
+	{Name: "dra_prepare_p99_us", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 5000}},
+	{Name: "dra_prepare_vs_allocate_ratio", Unit: "ratio", Stat: "p99 / p99"},
 	{Name: "scan_write_ms_16", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 20}},
 	{Name: "scan_write_ms_128", Unit: "ms", Stat: "median"},
 	{Name: "hotplug_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 250}},
 	{Name: "agent_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<", Value: 25}},
 	{Name: "nri_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<", Value: 25}},
+	{Name: "dra_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 30}},
 }
 
 // Result is one measured key.

@@ -96,7 +96,7 @@ func TestRunEndsWhenTheBackendFails(t *testing.T) {
 
 	cdiDir := filepath.Join(t.TempDir(), "cdi")
 	err = Run(context.Background(), Options{Roots: tree.Roots(), CDIDir: cdiDir, KubeletDir: shortDir(t), ResyncInterval: time.Hour, Log: testEntry(t),
-		Delivery: "not checked with a backend",
+		Delivery:   "not checked with a backend",
 		NewBackend: func(*config.Config, *metrics.Agent) (Backend, error) { return nil, errors.New("no node name") }})
 	require.EqualError(t, err, "no node name")
 	require.NoDirExists(t, cdiDir)
