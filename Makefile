@@ -164,7 +164,7 @@ comma := ,
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: build e2e-tools ## Measure dri-cdi's cost side by side: table + _output/bench.json (root; BENCH_FLAGS=...)
+bench: build image e2e-tools ## Measure dri-cdi's cost side by side: table + _output/bench.json (root; BENCH_FLAGS=...)
 	@mkdir -p $(OUT)
 	cd e2e && $(E2E_ENV) $(GO) run ./bench -bin $(CURDIR)/$(BIN) -out $(CURDIR)/$(OUT)/bench.json $(BENCH_FLAGS)
 

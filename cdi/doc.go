@@ -45,7 +45,11 @@
 //
 // # Reading
 //
-// LoadDevices reads the spec files of one kind back into device name →
-// nodes, validating each file with the CDI library exactly as a container
-// runtime would.
+// Scan is the one reader of spec directories: it selects the files a
+// container runtime would (or, with OnlyKind, the files of one kind),
+// validates each with the CDI library exactly as the runtime does, and
+// reports every file's outcome, the device names defined twice in one
+// directory and those a later directory overrides. `dri-cdi cdi validate`
+// and the doctor present its results; LoadDevices turns the files of one
+// kind into device name → nodes for the NRI plugin.
 package cdi

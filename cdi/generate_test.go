@@ -94,18 +94,11 @@ func TestGenerateGolden(t *testing.T) {
 func TestGenerateAcceptedByRuntimeCache(t *testing.T) {
 	for name, tc := range goldenCases {
 		t.Run(name, func(t *testing.T) {
-			files, err := Generate(tc.kind, tc.cards)
-			require.NoError(t, err)
-			dir := t.TempDir()
+			cache, _, files := runtimeCache(t, tc.kind, tc.cards)
 			for _, f := range files {
-				require.NoError(t, os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644))
-				spec, err := cdilib.ReadSpec(filepath.Join(dir, f.Name), 0)
-				require.NoError(t, err)
-				require.Equal(t, "0.5.0", spec.Version, "hostPath and digit-led names need 0.5.0, nothing more")
+				spec := cache.GetDevice(QualifiedName(tc.kind, f.Device)).GetSpec()
+				require.Equal(t, "0.5.0", spec.Version, "%s: hostPath and digit-led names need 0.5.0, nothing more", f.Name)
 			}
-			cache, err := cdilib.NewCache(cdilib.WithSpecDirs(dir), cdilib.WithAutoRefresh(false))
-			require.NoError(t, err)
-			require.Empty(t, cache.GetErrors())
 			require.Equal(t, tc.devices, cache.ListDevices())
 
 			for _, qualified := range tc.devices {
@@ -143,17 +136,10 @@ func TestGenerateRootProcessGetsHostGroup(t *testing.T) {
 	for i := range rootOwned.ByPath {
 		rootOwned.ByPath[i].GID = 0
 	}
-	files, err := Generate(DefaultKind, []drm.Card{i915("0000:00:02.0", 0, 128), rootOwned})
-	require.NoError(t, err)
-	dir := t.TempDir()
-	for _, f := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644))
-	}
-	cache, err := cdilib.NewCache(cdilib.WithSpecDirs(dir), cdilib.WithAutoRefresh(false))
-	require.NoError(t, err)
+	cache, _, _ := runtimeCache(t, DefaultKind, []drm.Card{i915("0000:00:02.0", 0, 128), rootOwned})
 
 	ociSpec := &oci.Spec{Process: &oci.Process{User: oci.User{UID: 0, GID: 0}}}
-	_, err = cache.InjectDevices(ociSpec, QualifiedName(DefaultKind, "0000:00:02.0"))
+	_, err := cache.InjectDevices(ociSpec, QualifiedName(DefaultKind, "0000:00:02.0"))
 	require.NoError(t, err)
 	require.NotEmpty(t, ociSpec.Linux.Devices)
 	for _, d := range ociSpec.Linux.Devices {
@@ -188,16 +174,9 @@ func TestGenerateModeFollowsHostNode(t *testing.T) {
 	c := platformCard("vkms", "vkms", 0, 128)
 	c.RenderNode.HostPath = host
 	c.ByPath = []drm.DeviceNode{{Path: "/dev/dri/by-path/platform-vkms-render", HostPath: link, Major: 226, Minor: 128}}
-	files, err := Generate(DefaultKind, []drm.Card{c})
-	require.NoError(t, err)
-	dir := t.TempDir()
-	for _, f := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644))
-	}
-	cache, err := cdilib.NewCache(cdilib.WithSpecDirs(dir), cdilib.WithAutoRefresh(false))
-	require.NoError(t, err)
+	cache, _, _ := runtimeCache(t, DefaultKind, []drm.Card{c})
 	ociSpec := &oci.Spec{Process: &oci.Process{User: oci.User{UID: 1000, GID: 1000}}}
-	_, err = cache.InjectDevices(ociSpec, QualifiedName(DefaultKind, "vkms"))
+	_, err := cache.InjectDevices(ociSpec, QualifiedName(DefaultKind, "vkms"))
 	require.NoError(t, err)
 	found := 0
 	for _, d := range ociSpec.Linux.Devices {
@@ -397,4 +376,21 @@ func FuzzGenerate(f *testing.F) {
 			require.Equal(t, DefaultKind, spec.Kind)
 		}
 	})
+}
+
+// runtimeCache writes the spec files of cards of kind to a fresh
+// directory and loads it into a CDI library cache, as a runtime would.
+// Every file must load.
+func runtimeCache(t *testing.T, kind string, cards []drm.Card) (cache *cdilib.Cache, dir string, files []File) {
+	t.Helper()
+	files, err := Generate(kind, cards)
+	require.NoError(t, err)
+	dir = t.TempDir()
+	for _, f := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644))
+	}
+	cache, err = cdilib.NewCache(cdilib.WithSpecDirs(dir), cdilib.WithAutoRefresh(false))
+	require.NoError(t, err)
+	require.Empty(t, cache.GetErrors())
+	return cache, dir, files
 }

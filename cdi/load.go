@@ -4,30 +4,24 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 
-	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
-
-// ErrInvalidSpec is wrapped by LoadDevices errors about one spec file.
-var ErrInvalidSpec = errors.New("invalid CDI spec file")
 
 // LoadDevices reads the spec files of kind in dir and returns, for each
 // device name (card IDs and AllDevice), its device nodes in file order.
 //
 // The contract, for callers that must keep serving through bad input:
 //
-//   - Only files a Writer for kind owns are read: "<prefix>*.yaml" in dir
-//     itself (no subdirectories). Of those, a file whose kind is another
-//     kind is skipped silently; it belongs to that kind.
+//   - Only files a Writer for kind owns are read: "<prefix>*.yaml" (or
+//     .json) in dir itself (no subdirectories), as Scan with OnlyKind
+//     selects them. Of those, a file whose kind is another kind is
+//     skipped silently; it belongs to that kind.
 //   - A missing dir yields an empty map and no error: nothing has been
 //     written yet. Any other failure to list dir yields a nil map and an
 //     error naming dir.
@@ -47,97 +41,42 @@ var ErrInvalidSpec = errors.New("invalid CDI spec file")
 // and gid; specs from Generate set none of them. HostPath defaults to
 // Path when the spec leaves it empty, as in the CDI library.
 func LoadDevices(dir, kind string) (map[string][]drm.DeviceNode, error) {
-	prefix, err := FilePrefix(kind)
+	res, err := Scan([]string{dir}, OnlyKind(kind))
 	if err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string][]drm.DeviceNode{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list CDI spec dir %s: %w", dir, err)
+	if err := res.Dirs[0].Err; err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return map[string][]drm.DeviceNode{}, nil
+		}
+		return nil, err
 	}
 
 	devices := map[string][]drm.DeviceNode{}
-	source := map[string]string{} // device name -> file
-	dropped := map[string]bool{}
 	var errs []error
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, FileExt) {
+	for _, f := range res.Files {
+		if errors.Is(f.Err, ErrOtherKind) {
 			continue
 		}
-		path := filepath.Join(dir, name)
-		spec, err := ReadSpec(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed since the listing
+		if f.Err != nil {
+			errs = append(errs, f.Err)
+			continue
 		}
+		got, err := specDevices(f.Spec.Spec)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, &SpecError{Path: f.Path, Err: err})
 			continue
 		}
-		if spec.Kind != kind {
-			continue
-		}
-		got, err := specDevices(spec.Spec)
-		if err != nil {
-			errs = append(errs, &SpecError{Path: path, Err: err})
-			continue
-		}
-		for dev, nodes := range got {
-			if dropped[dev] {
-				errs = append(errs, &SpecError{Path: path, Err: fmt.Errorf("device %q is also defined in another file", dev)})
-				continue
-			}
-			if other, dup := source[dev]; dup {
-				errs = append(errs, &SpecError{Path: path, Err: fmt.Errorf("device %q is also defined in %s; ignoring both", dev, other)})
-				delete(devices, dev)
-				dropped[dev] = true
-				continue
-			}
-			source[dev] = path
-			devices[dev] = nodes
+		maps.Copy(devices, got)
+	}
+	for _, d := range res.Duplicates {
+		delete(devices, d.Device)
+		for _, f := range d.Files[1:] {
+			errs = append(errs, &SpecError{Path: f, Err: fmt.Errorf("device %q is also defined in %s; ignoring every definition", d.Device, d.Files[0])})
 		}
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return devices, errors.Join(errs...)
-}
-
-// SpecError is an error about one spec file. Its message names the file
-// and fits on one line; it wraps ErrInvalidSpec and the cause.
-type SpecError struct {
-	// Path is the spec file.
-	Path string
-	// Err is the reason.
-	Err error
-}
-
-// Error returns "invalid CDI spec file <path>: <reason>" on one line.
-func (e *SpecError) Error() string {
-	msg := e.Err.Error()
-	// The library's own messages repeat the quoted path; once is enough.
-	msg = strings.ReplaceAll(msg, " "+strconv.Quote(e.Path), "")
-	msg = strings.Join(strings.Fields(msg), " ")
-	return ErrInvalidSpec.Error() + " " + e.Path + ": " + msg
-}
-
-// Unwrap returns ErrInvalidSpec and the cause.
-func (e *SpecError) Unwrap() []error { return []error{ErrInvalidSpec, e.Err} }
-
-// ReadSpec loads one spec file with the CDI library's ReadSpec, the
-// strict parse and validation a runtime's CDI cache applies to every
-// file. A missing file gives an error wrapping fs.ErrNotExist; any other
-// failure a *SpecError.
-func ReadSpec(path string) (*cdilib.Spec, error) {
-	spec, err := cdilib.ReadSpec(path, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read CDI spec %s: %w", path, err)
-	}
-	if err != nil {
-		return nil, &SpecError{Path: path, Err: err}
-	}
-	return spec, nil
 }
 
 // specDevices converts every device of a validated spec, or fails as a

@@ -1,13 +1,10 @@
 package cdi
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
-	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
@@ -22,17 +19,7 @@ func TestGenerateUnavailableCardHoldsNoNumbers(t *testing.T) {
 	require.True(t, IsUnavailable(&x))
 	require.False(t, IsUnavailable(&y))
 
-	files, err := Generate(DefaultKind, []drm.Card{x, y})
-	require.NoError(t, err)
-	dir := t.TempDir()
-	for _, f := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644))
-		_, err := cdilib.ReadSpec(filepath.Join(dir, f.Name), 0)
-		require.NoError(t, err, f.Name)
-	}
-	cache, err := cdilib.NewCache(cdilib.WithSpecDirs(dir), cdilib.WithAutoRefresh(false))
-	require.NoError(t, err)
-	require.Empty(t, cache.GetErrors())
+	cache, dir, _ := runtimeCache(t, DefaultKind, []drm.Card{x, y})
 	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:01:00.0", "dri-cdi.dev/gpu=0000:02:00.0", "dri-cdi.dev/gpu=all"}, cache.ListDevices())
 
 	ociSpec := &oci.Spec{Process: &oci.Process{}}

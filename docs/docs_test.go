@@ -3,22 +3,22 @@ package docs
 import (
 	"bytes"
 	"context"
-	"go/ast"
-	"go/parser"
-	"go/token"
+	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/nri"
+	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/cli"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
 
 // section returns the lines of the Markdown section under the heading
@@ -101,61 +101,29 @@ func TestConfigExamplesParse(t *testing.T) {
 	}
 }
 
-// mainFlags returns the flags a command's main.go defines on its
-// FlagSet: the name argument of every fs.XxxVar(p, name, ...) and
-// fs.Xxx(name, ...) call.
-func mainFlags(t *testing.T, path string) []string {
-	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-	require.NoError(t, err)
+// flagNames returns the names of every flag of fs, sorted.
+func flagNames(fs *flag.FlagSet) []string {
 	var names []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		call, ok := n.(*ast.CallExpr)
-		if !ok {
-			return true
-		}
-		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok {
-			return true
-		}
-		if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "fs" {
-			return true
-		}
-		switch sel.Sel.Name {
-		case "String", "Bool", "Int", "Uint", "Duration", "Float64", "Int64", "Uint64":
-			names = append(names, literal(t, call.Args[0]))
-		case "StringVar", "BoolVar", "IntVar", "UintVar", "DurationVar", "Float64Var", "Int64Var", "Uint64Var", "Var":
-			names = append(names, literal(t, call.Args[1]))
-		}
-		return true
-	})
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	sort.Strings(names)
 	return names
 }
 
-func literal(t *testing.T, e ast.Expr) string {
-	t.Helper()
-	lit, ok := e.(*ast.BasicLit)
-	require.True(t, ok && lit.Kind == token.STRING, "flag name is not a string literal")
-	s, err := strconv.Unquote(lit.Value)
-	require.NoError(t, err)
-	return s
-}
-
+// TestBinaryFlagsDocumented checks each daemon's flag table against the
+// flag set its main parses.
 func TestBinaryFlagsDocumented(t *testing.T) {
 	doc := readDoc(t, "configuration.md")
-	for bin, heading := range map[string]string{
-		"dri-cdi-agent": "dri-cdi-agent flags",
-		"dri-cdi-nri":   "dri-cdi-nri flags",
+	for heading, fs := range map[string]*flag.FlagSet{
+		"dri-cdi-agent flags": agent.NewFlagSet(&agent.Options{}, &logging.Flags{}),
+		"dri-cdi-nri flags":   nri.NewFlagSet(&nri.Options{}, &logging.Flags{}),
 	} {
-		t.Run(bin, func(t *testing.T) {
-			main := filepath.Join("..", "cmd", bin, "main.go")
-			if _, err := os.Stat(main); os.IsNotExist(err) {
-				t.Skipf("%s does not exist in this tree", main)
-			}
-			flags := mainFlags(t, main)
+		// The binary's own page has the table too.
+		page := map[string]string{"dri-cdi-agent": "agent.md", "dri-cdi-nri": "nri.md"}[fs.Name()]
+		t.Run(fs.Name(), func(t *testing.T) {
+			flags := flagNames(fs)
 			require.NotEmpty(t, flags)
 			require.Equal(t, flags, documented(t, doc, heading))
+			require.Equal(t, flags, documented(t, readDoc(t, page), "Flags"), page)
 		})
 	}
 }

@@ -38,13 +38,7 @@ func TestParseRequestCDIAnnotations(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := parseRequest(tc.ctr, testKind, testServed)
-			if tc.wantErr != "" {
-				require.ErrorIs(t, err, ErrBadRequest)
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got.cdiCards)
+			requireOutcome(t, got.cdiCards, err, ErrBadRequest, tc.wantErr, tc.want)
 		})
 	}
 }

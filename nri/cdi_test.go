@@ -1,7 +1,6 @@
 package nri_test
 
 import (
-	"context"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -44,13 +43,7 @@ func TestSpecsFromTheAgentsWriter(t *testing.T) {
 	require.NoError(t, err)
 
 	store := nri.NewSpecIndex(dir, cdi.DefaultKind, cdi.LoadDevices, nil, log)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- store.Watch(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
+	nri.Watching(t, store)
 
 	require.Eventually(t, func() bool { _, ok := store.Nodes(cardA); return ok }, waitFor, tick)
 	nodes, _ := store.Nodes(cardA)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
@@ -31,15 +32,35 @@ type fzServed struct{}
 func (fzServed) ServesResource(name string) bool { return name == fzI915 || name == fzXe }
 
 // fzKubelet answers with whatever the fuzzed input says the kubelet
-// allocated to the container, or with one of the errors the real client
-// returns.
+// allocated to the container (device-plugin IDs and DRA claim devices),
+// or with one of the errors the real client returns.
 type fzKubelet struct {
 	allocated map[string][]string
+	claims    []podresources.ClaimDevice
 	err       error
 }
 
 func (k *fzKubelet) ContainerDevices(context.Context, string, string, string) (map[string][]string, error) {
 	return k.allocated, k.err
+}
+
+func (k *fzKubelet) ContainerAllocation(context.Context, string, string, string) (podresources.Allocation, error) {
+	if k.err != nil {
+		return podresources.Allocation{}, k.err
+	}
+	return podresources.Allocation{Devices: k.allocated, Claims: k.claims}, nil
+}
+
+// fzClaims reads the DRA claim devices the kubelet reports from fuzzed
+// text: one device per line, "<driver> <CDI name>,<CDI name>...". Any
+// text is some answer: other drivers, other kinds, "all", bad IDs.
+func fzClaims(s string) []podresources.ClaimDevice {
+	var out []podresources.ClaimDevice
+	for line := range strings.SplitSeq(s, "\n") {
+		driver, names, _ := strings.Cut(line, " ")
+		out = append(out, podresources.ClaimDevice{Claim: "c", Namespace: "ns", Driver: driver, CDIDevices: strings.Split(names, ",")})
+	}
+	return out
 }
 
 // fzSource knows every valid card: one node per card, at a path that
@@ -69,30 +90,40 @@ func fzAllocation(s string) map[string][]string {
 }
 
 // FuzzAuthorize checks the NRI authorization decision for arbitrary
-// annotations, CDI device names and kubelet answers: the cards given to
-// a container are always cards of device IDs the kubelet allocated to it
-// for a served resource, and that it asked for; "all" is never given; a
-// CDI device of our kind for any other card fails the container; a
-// failed or unconfirmed container gets nothing.
+// annotations, CDI device names and kubelet answers (device plugins and
+// DRA claims): the cards given to a container are always cards of device
+// IDs the kubelet allocated to it for a served resource, or of CDI devices
+// of our kind in its claims of our DRA driver, and that it asked for;
+// "all" is never given; a CDI device of our kind for any other card fails
+// the container; a failed or unconfirmed container gets nothing.
 func FuzzAuthorize(f *testing.F) {
 	ka, va := alloc.Annotation(fzI915, []string{"0000:00:02.0"})
 	kx, vx := alloc.Annotation(fzXe, []string{"0000:03:00.0::0", "0000:03:00.0::1"})
 	ko, vo := alloc.Annotation(fzOther, []string{"0000:04:00.0"})
 	// granted
-	f.Add(ka, va, "", "", fzKind+"=0000:00:02.0", fzI915+"=0000:00:02.0", uint8(0))
+	f.Add(ka, va, "", "", fzKind+"=0000:00:02.0", fzI915+"=0000:00:02.0", "", uint8(0))
 	// forged second card; replicas of one card
-	f.Add(ka, fzI915+"=0000:00:02.0,0000:03:00.0", kx, vx, "", fzI915+"=0000:00:02.0\n"+fzXe+"=0000:03:00.0::1", uint8(0))
+	f.Add(ka, fzI915+"=0000:00:02.0,0000:03:00.0", kx, vx, "", fzI915+"=0000:00:02.0\n"+fzXe+"=0000:03:00.0::1", "", uint8(0))
 	// the card is allocated, but under a resource we do not serve
-	f.Add(ko, vo, "", "", fzKind+"=0000:04:00.0", fzOther+"=0000:04:00.0", uint8(0))
+	f.Add(ko, vo, "", "", fzKind+"=0000:04:00.0", fzOther+"=0000:04:00.0", "", uint8(0))
 	// the reserved name, from the runtime and from the kubelet
-	f.Add(ka, va, "", "", fzKind+"=all\n"+fzKind+"=0000:00:02.0", fzI915+"=all,0000:00:02.0", uint8(0))
+	f.Add(ka, va, "", "", fzKind+"=all\n"+fzKind+"=0000:00:02.0", fzI915+"=all,0000:00:02.0", "", uint8(0))
 	// CDI device of our kind the kubelet did not allocate
-	f.Add("", "", "", "", fzKind+"=0000:00:02.0\nother.dev/x=y", fzXe+"=0000:03:00.0::3", uint8(0))
+	f.Add("", "", "", "", fzKind+"=0000:00:02.0\nother.dev/x=y", fzXe+"=0000:03:00.0::3", "", uint8(0))
 	// pod unknown to the kubelet; kubelet unreachable
-	f.Add(ka, va, "", "", "", "", uint8(1))
-	f.Add(ka, va, "", "", fzKind+"=0000:00:02.0", fzI915+"=0000:00:02.0", uint8(2))
+	f.Add(ka, va, "", "", "", "", "", uint8(1))
+	f.Add(ka, va, "", "", fzKind+"=0000:00:02.0", fzI915+"=0000:00:02.0", "", uint8(2))
+	// DRA: a claim of our driver covers the CDI card; one of another
+	// driver, another kind, "all" and a bad ID do not
+	f.Add("", "", "", "", fzKind+"=0000:00:02.0", "", config.DRADriver+" "+fzKind+"=0000:00:02.0", uint8(0))
+	f.Add("", "", "", "", fzKind+"=0000:00:02.0", "", "gpu.example.com "+fzKind+"=0000:00:02.0", uint8(0))
+	f.Add("", "", "", "", fzKind+"=0000:00:02.0", "", config.DRADriver+" other.dev/x=0000:00:02.0,"+fzKind+"=../x", uint8(0))
+	f.Add("", "", "", "", fzKind+"=all", "", config.DRADriver+" "+fzKind+"=all", uint8(0))
+	// DRA and device plugin together; a claim for a pod the kubelet does not know
+	f.Add(ka, va, "", "", fzKind+"=0000:00:02.0\n"+fzKind+"=0000:03:00.0", fzI915+"=0000:00:02.0", config.DRADriver+" "+fzKind+"=0000:03:00.0", uint8(0))
+	f.Add("", "", "", "", fzKind+"=0000:03:00.0", "", config.DRADriver+" "+fzKind+"=0000:03:00.0", uint8(1))
 	// malformed annotation and CDI name
-	f.Add(alloc.AnnotationPrefix+"x", "x=../../a", "", "", fzKind+"=../b", "", uint8(0))
+	f.Add(alloc.AnnotationPrefix+"x", "x=../../a", "", "", fzKind+"=../b", "", "", uint8(0))
 
 	log := logrus.New()
 	log.SetOutput(io.Discard)
@@ -101,7 +132,7 @@ func FuzzAuthorize(f *testing.F) {
 	plugin, err := New(Config{Kind: fzKind, Resources: fzServed{}, Authorizer: kubelet, Devices: fzSource{}, Log: logrus.NewEntry(log)})
 	require.NoError(f, err)
 
-	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, cdiNames, allocation string, answer uint8) {
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, cdiNames, allocation, claimText string, answer uint8) {
 		ctr := &api.Container{Name: "app", Annotations: map[string]string{k1: v1, k2: v2}}
 		for name := range strings.SplitSeq(cdiNames, "\n") {
 			if name != "" {
@@ -110,17 +141,17 @@ func FuzzAuthorize(f *testing.F) {
 		}
 		// allocated is what the kubelet confirms: nothing when it does
 		// not know the pod or cannot be asked.
-		allocated := fzAllocation(allocation)
+		allocated, claims := fzAllocation(allocation), fzClaims(claimText)
 		unreachable := false
 		switch answer % 3 {
 		case 0:
-			*kubelet = fzKubelet{allocated: allocated}
+			*kubelet = fzKubelet{allocated: allocated, claims: claims}
 		case 1:
 			*kubelet = fzKubelet{err: podresources.ErrPodNotFound}
-			allocated = nil
+			allocated, claims = nil, nil
 		case 2:
-			*kubelet = fzKubelet{allocated: allocated, err: errors.New("kubelet unreachable")}
-			allocated, unreachable = nil, true
+			*kubelet = fzKubelet{allocated: allocated, claims: claims, err: errors.New("kubelet unreachable")}
+			allocated, claims, unreachable = nil, nil, true
 		}
 
 		// The cards the kubelet allocated for served resources, by the
@@ -132,6 +163,18 @@ func FuzzAuthorize(f *testing.F) {
 			}
 			for _, id := range ids {
 				if card, _, err := alloc.ParseDeviceID(id); err == nil {
+					allowed[card] = true
+				}
+			}
+		}
+		// DRA: the CDI devices of our kind in claims of our driver, each
+		// checked here by the card ID format's owner.
+		for _, d := range claims {
+			if d.Driver != config.DRADriver {
+				continue
+			}
+			for _, name := range d.CDIDevices {
+				if card, ok := strings.CutPrefix(name, fzKind+"="); ok && alloc.ValidCardID(card) == nil {
 					allowed[card] = true
 				}
 			}
@@ -154,7 +197,7 @@ func FuzzAuthorize(f *testing.F) {
 		if err != nil {
 			require.ErrorIs(t, err, ErrBadRequest)
 		} else {
-			dec, err := authorize(req, allocated, fzServed{})
+			dec, err := authorizeWithClaims(req, allocated, claimedCards(claims, fzKind), fzServed{})
 			if err != nil {
 				require.ErrorIs(t, err, ErrNotAllocated)
 				require.Empty(t, dec.cards, "a refused container gets nothing")

@@ -114,15 +114,9 @@ func TestInitContainerFromCheckpoint(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r.logs.Reset()
 			spec, err := r.create(tc.pod, tc.ctr)
-			if tc.wantErr != nil {
-				require.Error(t, err)
-				for _, s := range tc.wantErr {
-					require.ErrorContains(t, err, s)
-				}
+			if !requireCreated(t, spec, err, tc.wantErr, tc.want) {
 				return
 			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, nodesOf(spec))
 			if tc.wantLog != "" {
 				require.True(t, logged(r, logrus.WarnLevel, tc.wantLog), "no warning containing %q", tc.wantLog)
 			}

@@ -4,7 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
 
 // Results of one CreateContainer, the "result" label of
@@ -59,75 +60,25 @@ type Metrics struct {
 // NewMetrics creates the metrics in a new registry that also holds the Go
 // runtime and process collectors.
 func NewMetrics() *Metrics {
+	def := metrics.NewDefiner("dri_cdi_nri")
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		containers: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dri_cdi_nri_containers_total",
-			Help: "Containers seen at CreateContainer.",
-		}),
-		injected: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dri_cdi_nri_containers_injected_total",
-			Help: "Containers the plugin added device nodes to.",
-		}),
-		nodes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dri_cdi_nri_device_nodes_injected_total",
-			Help: "Device nodes added to containers (each with its cgroup allow rule).",
-		}),
-		denied: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dri_cdi_nri_containers_denied_total",
-			Help: "Containers whose allocation annotation named devices the kubelet did not allocate to them.",
-		}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dri_cdi_nri_errors_total",
-			Help: "Containers whose creation the plugin failed, by reason.",
-		}, []string{"reason"}),
-		misuse: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dri_cdi_nri_hostpath_misuse_total",
-			Help: "Containers that bind-mount /dev/dri without requesting a GPU resource.",
-		}),
-		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "dri_cdi_nri_handler_duration_seconds",
-			Help:    "Time spent handling CreateContainer, by result.",
-			Buckets: prometheus.ExponentialBuckets(5e-6, 4, 10),
-		}, []string{"result"}),
-		podres: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "dri_cdi_nri_podresources_duration_seconds",
-			Help:    "Time spent asking the kubelet PodResources API, by result (ok or error).",
-			Buckets: prometheus.ExponentialBuckets(1e-4, 2.5, 10),
-		}, []string{"result"}),
-		connected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dri_cdi_nri_connected",
-			Help: "1 while the plugin is registered and synchronized with the runtime.",
-		}),
-		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dri_cdi_nri_reconnects_total",
-			Help: "Connection attempts to the runtime after a failed attempt or a lost connection.",
-		}),
-		specCards: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dri_cdi_nri_cdi_cards",
-			Help: "Cards described by the CDI specs of our kind, as last loaded.",
-		}),
-		specReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dri_cdi_nri_cdi_reloads_total",
-			Help: "Loads of the CDI spec directory, by result (ok or error).",
-		}, []string{"result"}),
-		specWatching: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dri_cdi_nri_cdi_watching",
-			Help: "1 while the CDI spec directory is watched, 0 after the watch failed to start or stopped.",
-		}),
-		specWatchFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dri_cdi_nri_cdi_watch_failures_total",
-			Help: "Times the watch of the CDI spec directory failed to start or stopped.",
-		}),
-		specRefreshes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dri_cdi_nri_cdi_refreshes_total",
-			Help: "Reloads of the CDI spec directory because a container's allocated card was missing from the store.",
-		}),
+		reg:               def.Registry,
+		containers:        def.Counter("containers_total", "Containers seen at CreateContainer."),
+		injected:          def.Counter("containers_injected_total", "Containers the plugin added device nodes to."),
+		nodes:             def.Counter("device_nodes_injected_total", "Device nodes added to containers (each with its cgroup allow rule)."),
+		denied:            def.Counter("containers_denied_total", "Containers whose allocation annotation named devices the kubelet did not allocate to them."),
+		errors:            def.CounterVec("errors_total", "Containers whose creation the plugin failed, by reason.", "reason"),
+		misuse:            def.Counter("hostpath_misuse_total", "Containers that bind-mount /dev/dri without requesting a GPU resource."),
+		handler:           def.HistogramVec("handler_duration_seconds", "Time spent handling CreateContainer, by result.", prometheus.ExponentialBuckets(5e-6, 4, 10), "result"),
+		podres:            def.HistogramVec("podresources_duration_seconds", "Time spent asking the kubelet PodResources API, by result (ok or error).", prometheus.ExponentialBuckets(1e-4, 2.5, 10), "result"),
+		connected:         def.Gauge("connected", "1 while the plugin is registered and synchronized with the runtime."),
+		reconnects:        def.Counter("reconnects_total", "Connection attempts to the runtime after a failed attempt or a lost connection."),
+		specCards:         def.Gauge("cdi_cards", "Cards described by the CDI specs of our kind, as last loaded."),
+		specReloads:       def.CounterVec("cdi_reloads_total", "Loads of the CDI spec directory, by result (ok or error).", "result"),
+		specWatching:      def.Gauge("cdi_watching", "1 while the CDI spec directory is watched, 0 after the watch failed to start or stopped."),
+		specWatchFailures: def.Counter("cdi_watch_failures_total", "Times the watch of the CDI spec directory failed to start or stopped."),
+		specRefreshes:     def.Counter("cdi_refreshes_total", "Reloads of the CDI spec directory because a container's allocated card was missing from the store."),
 	}
-	m.reg.MustRegister(m.specWatching, m.specWatchFailures, m.specRefreshes)
-	m.reg.MustRegister(m.containers, m.injected, m.nodes, m.denied, m.errors, m.misuse,
-		m.handler, m.podres, m.connected, m.reconnects, m.specCards, m.specReloads,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handlerByResult = map[string]prometheus.Observer{}
 	for _, r := range []string{resultNone, resultVerified, resultInjected, resultDenied, resultError} {
 		m.handlerByResult[r] = m.handler.WithLabelValues(r)

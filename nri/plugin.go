@@ -170,7 +170,7 @@ func (p *Plugin) handle(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 
 	log := p.entry(pod, ctr)
 	start := time.Now()
-	allocated, err := p.auth.ContainerDevices(ctx, pod.GetNamespace(), pod.GetName(), ctr.GetName())
+	allocated, claimed, err := p.allocation(ctx, pod, ctr)
 	p.metrics.observePodResources(err, time.Since(start))
 	switch {
 	case errors.Is(err, podresources.ErrPodNotFound), errors.Is(err, podresources.ErrContainerNotFound):
@@ -182,7 +182,7 @@ func (p *Plugin) handle(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		return nil, resultError, p.fail(pod, ctr, reasonUnconfirmed, fmt.Errorf("%w: %w", ErrUnconfirmed, err))
 	}
 
-	dec, err := authorize(req, allocated, p.served)
+	dec, err := authorizeWithClaims(req, allocated, claimed, p.served)
 	if err != nil {
 		return nil, resultError, p.fail(pod, ctr, reasonNotAllocated, err)
 	}

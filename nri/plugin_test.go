@@ -20,6 +20,23 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
 
+// requireCreated checks a CreateContainer outcome: with wantErr, an
+// error saying each of them (and false: the case is done); without, no
+// error and exactly the nodes want in the spec.
+func requireCreated(t *testing.T, spec *rspec.Spec, err error, wantErr []string, want []node) bool {
+	t.Helper()
+	if wantErr != nil {
+		require.Error(t, err)
+		for _, s := range wantErr {
+			require.ErrorContains(t, err, s)
+		}
+		return false
+	}
+	require.NoError(t, err)
+	require.Equal(t, want, nodesOf(spec))
+	return true
+}
+
 // node is a device node expected in the adjusted spec.
 type node struct {
 	path         string
@@ -194,15 +211,9 @@ func TestCreateContainer(t *testing.T) {
 			if tc.wantLog != "" {
 				require.True(t, logged(r, logrus.WarnLevel, tc.wantLog), "no warning containing %q", tc.wantLog)
 			}
-			if tc.wantErr != nil {
-				require.Error(t, err)
-				for _, s := range tc.wantErr {
-					require.ErrorContains(t, err, s)
-				}
+			if !requireCreated(t, spec, err, tc.wantErr, tc.want) {
 				return
 			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, nodesOf(spec))
 			for _, rule := range tc.wantRules {
 				require.Equal(t, 1, allowRules(spec, rule[0], rule[1]), "allow rules for c %d:%d", rule[0], rule[1])
 			}
@@ -415,13 +426,13 @@ func TestErrorIsNotATimeout(t *testing.T) {
 
 func TestHealthAndReadiness(t *testing.T) {
 	r := newRig(t)
-	require.Error(t, r.plugin.Healthz())
-	require.Error(t, r.plugin.Readyz(r.store)())
+	require.False(t, r.plugin.Connected())
+	require.ErrorContains(t, r.plugin.Ready(r.store)(), "not connected")
 	r.start()
-	require.NoError(t, r.plugin.Healthz())
-	require.NoError(t, r.plugin.Readyz(r.store)())
+	require.True(t, r.plugin.Connected())
+	require.NoError(t, r.plugin.Ready(r.store)())
 	empty := nri.NewSpecIndex(os.TempDir(), kind, nil, nil, logrus.NewEntry(logrus.New()))
-	require.ErrorContains(t, r.plugin.Readyz(empty)(), "CDI specs")
+	require.ErrorContains(t, r.plugin.Ready(empty)(), "CDI specs")
 }
 
 // TestRuntimeThatNeverAnswers: a socket that accepts but never completes

@@ -111,13 +111,7 @@ func TestParseRequest(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := parseRequest(tc.ctr, testKind, testServed)
-			if tc.wantErr != "" {
-				require.ErrorIs(t, err, ErrBadRequest)
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
+			requireOutcome(t, got, err, ErrBadRequest, tc.wantErr, tc.want)
 		})
 	}
 }
@@ -189,13 +183,7 @@ func TestAuthorize(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := authorize(tc.req, tc.allocated, testServed)
-			if tc.wantErr != "" {
-				require.ErrorIs(t, err, ErrNotAllocated)
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
+			requireOutcome(t, got, err, ErrNotAllocated, tc.wantErr, tc.want)
 		})
 	}
 }
@@ -234,4 +222,17 @@ func FuzzParseRequest(f *testing.F) {
 		// Whatever was accepted authorizes without panicking.
 		_, _ = authorize(req, map[string][]string{resI915: {cardA}}, testServed)
 	})
+}
+
+// requireOutcome checks one case of a table: with wantErr, an error that
+// wraps sentinel and says wantErr; without, no error and want.
+func requireOutcome[T any](t *testing.T, got T, err, sentinel error, wantErr string, want T) {
+	t.Helper()
+	if wantErr != "" {
+		require.ErrorIs(t, err, sentinel)
+		require.ErrorContains(t, err, wantErr)
+		return
+	}
+	require.NoError(t, err)
+	require.Equal(t, want, got)
 }

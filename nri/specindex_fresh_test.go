@@ -105,13 +105,7 @@ func TestWatchFailureIsNotSilent(t *testing.T) {
 	}, nil, newStore(t, "").log, WithReloadInterval(20*time.Millisecond))
 	fw := &fakeWatch{fail: errors.New("too many open files")}
 	s.newWatcher = fw.start
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Watch(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
+	watching(t, s)
 
 	require.Eventually(t, func() bool { return s.WatchErr() != nil }, 5*time.Second, time.Millisecond)
 	require.ErrorContains(t, s.WatchErr(), "failed to watch CDI spec directory")

@@ -135,13 +135,7 @@ func TestSpecIndexWatch(t *testing.T) {
 	base := t.TempDir()
 	dir := filepath.Join(base, "cdi")
 	s := newStore(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Watch(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
+	watching(t, s)
 
 	require.Eventually(t, s.Loaded, 5*time.Second, 5*time.Millisecond)
 
@@ -205,4 +199,16 @@ func TestFromHostIgnoresOtherFiles(t *testing.T) {
 	require.Equal(t, n, fromHost(n))
 	missing := drm.DeviceNode{Path: "/dev/dri/card1", HostPath: filepath.Join(dir, "nope"), Major: 226, Minor: 1}
 	require.Equal(t, missing, fromHost(missing))
+}
+
+// watching runs s.Watch until the test ends; it must then return nil.
+func watching(t *testing.T, s *SpecIndex) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
 }

@@ -62,11 +62,11 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, options{
-			nriSocket: filepath.Join(dir, "nri.sock"), pluginName: "dri-cdi", pluginIndex: "10",
-			podResourcesSocket: kubelet.Socket(), podResourcesTimeout: time.Second,
-			cdiDir: filepath.Join(dir, "cdi"), metricsAddr: "127.0.0.1:0",
-			hostStat: func(p string) (nri.HostDevice, error) { return hostNodes[p], nil },
+		done <- run(ctx, nri.Options{
+			NRISocket: filepath.Join(dir, "nri.sock"), PluginName: "dri-cdi", PluginIndex: "10",
+			PodResourcesSocket: kubelet.Socket(), PodResourcesTimeout: time.Second,
+			CDIDir: filepath.Join(dir, "cdi"), MetricsAddr: "127.0.0.1:0",
+			HostStat: func(p string) (nri.HostDevice, error) { return hostNodes[p], nil },
 		}, logrus.NewEntry(log))
 	}()
 
@@ -93,8 +93,8 @@ func TestRun(t *testing.T) {
 
 func TestRunRejectsBadOptions(t *testing.T) {
 	log := logrus.NewEntry(logrus.New())
-	err := run(context.Background(), options{config: "/nonexistent/config.yaml"}, log)
+	err := run(context.Background(), nri.Options{Config: "/nonexistent/config.yaml"}, log)
 	require.ErrorContains(t, err, "/nonexistent/config.yaml")
-	err = run(context.Background(), options{podResourcesSocket: "/x.sock", podResourcesTimeout: 0}, log)
+	err = run(context.Background(), nri.Options{PodResourcesSocket: "/x.sock", PodResourcesTimeout: 0}, log)
 	require.ErrorContains(t, err, "pod-resources-timeout")
 }

@@ -9,8 +9,11 @@ import (
 	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -19,7 +22,11 @@ import (
 
 var codecs = func() serializer.CodecFactory {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, monitoringv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, monitoringv1.AddToScheme,
+		// DRA mode: RBAC, the ResourceSlice policy, DeviceClasses.
+		rbacv1.AddToScheme, admissionregistrationv1.AddToScheme, resourcev1.AddToScheme,
+	} {
 		if err := add(s); err != nil {
 			panic(err)
 		}

@@ -477,26 +477,7 @@ func TestSecurityContext(t *testing.T) {
 			}
 			used := map[string]bool{}
 			for _, c := range spec.Containers {
-				sc := c.SecurityContext
-				require.NotNil(t, sc, c.Name)
-				require.NotNil(t, sc.Privileged, c.Name)
-				require.False(t, *sc.Privileged, "%s privileged", c.Name)
-				require.NotNil(t, sc.AllowPrivilegeEscalation, c.Name)
-				require.False(t, *sc.AllowPrivilegeEscalation, "%s allowPrivilegeEscalation", c.Name)
-				require.NotNil(t, sc.ReadOnlyRootFilesystem, c.Name)
-				require.True(t, *sc.ReadOnlyRootFilesystem, "%s readOnlyRootFilesystem", c.Name)
-				require.NotNil(t, sc.Capabilities, c.Name)
-				require.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop, "%s drops every capability", c.Name)
-				require.Empty(t, sc.Capabilities.Add, "%s adds no capability", c.Name)
-				require.NotNil(t, sc.SeccompProfile, c.Name)
-				require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type, c.Name)
-				require.Nil(t, sc.ProcMount, c.Name)
-				require.Nil(t, sc.SELinuxOptions, c.Name)
-				require.Nil(t, sc.RunAsNonRoot, "%s: runAsNonRoot comes from the pod", c.Name)
-				for _, p := range c.Ports {
-					require.Zero(t, p.HostPort, "%s hostPort", c.Name)
-				}
-				require.Empty(t, c.VolumeDevices, c.Name)
+				requireContainerUnprivileged(t, c)
 
 				got := map[string]mount{}
 				for _, m := range c.VolumeMounts {
@@ -521,6 +502,33 @@ func TestSecurityContext(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requireContainerUnprivileged checks one container: not privileged, no
+// privilege escalation, no capability, a read-only root filesystem, the
+// runtime's default seccomp profile, no host port, no raw block device.
+func requireContainerUnprivileged(t *testing.T, c corev1.Container) {
+	t.Helper()
+	sc := c.SecurityContext
+	require.NotNil(t, sc, c.Name)
+	require.NotNil(t, sc.Privileged, c.Name)
+	require.False(t, *sc.Privileged, "%s privileged", c.Name)
+	require.NotNil(t, sc.AllowPrivilegeEscalation, c.Name)
+	require.False(t, *sc.AllowPrivilegeEscalation, "%s allowPrivilegeEscalation", c.Name)
+	require.NotNil(t, sc.ReadOnlyRootFilesystem, c.Name)
+	require.True(t, *sc.ReadOnlyRootFilesystem, "%s readOnlyRootFilesystem", c.Name)
+	require.NotNil(t, sc.Capabilities, c.Name)
+	require.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop, "%s drops every capability", c.Name)
+	require.Empty(t, sc.Capabilities.Add, "%s adds no capability", c.Name)
+	require.NotNil(t, sc.SeccompProfile, c.Name)
+	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type, c.Name)
+	require.Nil(t, sc.ProcMount, c.Name)
+	require.Nil(t, sc.SELinuxOptions, c.Name)
+	require.Nil(t, sc.RunAsNonRoot, "%s: runAsNonRoot comes from the pod", c.Name)
+	for _, p := range c.Ports {
+		require.Zero(t, p.HostPort, "%s hostPort", c.Name)
+	}
+	require.Empty(t, c.VolumeDevices, c.Name)
 }
 
 // TestRunsAsRootWithoutCapabilities pins the one exception to "restricted":

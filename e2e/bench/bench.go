@@ -36,6 +36,12 @@ type Config struct {
 	scanReps16, scanReps128, hotplugReps           int
 	// SkipContainerd leaves out the measurements through containerd.
 	SkipContainerd bool
+	// SkipCluster leaves out the pod start through the scheduler (a real
+	// cluster, DRA against the device plugin).
+	SkipCluster bool
+	// clusterBlocks is the number of blocks per arm of the pod start;
+	// clusterPodsPerBlock the timed pods in each.
+	clusterBlocks, clusterPodsPerBlock int
 }
 
 // DefaultConfig is a full run.
@@ -46,6 +52,7 @@ func DefaultConfig() Config {
 		handlerCalls: 20000, podResourcesCalls: 5000, allocateCalls: 3000,
 		kubeletPodResourcesCalls: 600,
 		scanReps16:               300, scanReps128: 60, hotplugReps: 40,
+		clusterBlocks: 4, clusterPodsPerBlock: 5,
 	}
 }
 
@@ -56,6 +63,7 @@ func (c *Config) Scale(f float64) {
 	c.handlerCalls, c.podResourcesCalls, c.allocateCalls = s(c.handlerCalls), s(c.podResourcesCalls), s(c.allocateCalls)
 	c.kubeletPodResourcesCalls = s(c.kubeletPodResourcesCalls)
 	c.scanReps16, c.scanReps128, c.hotplugReps = s(c.scanReps16), s(c.scanReps128), s(c.hotplugReps)
+	c.clusterBlocks, c.clusterPodsPerBlock = s(c.clusterBlocks), s(c.clusterPodsPerBlock)
 	c.Containers = s(c.Containers)
 	c.Block = min(c.Block, c.Containers)
 	c.Containers = (c.Containers + c.Block - 1) / c.Block * c.Block
@@ -204,6 +212,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b.step("dri-cdi-dra with a fake kubelet and a stub API server", b.draBinary)
 	if b.suite != nil {
 		b.step(containerStep, func() error { return b.containerPath(ctx, b.suite) })
+	}
+	switch {
+	case cfg.SkipCluster || cfg.SkipContainerd:
+		b.report.Skip("-skip-cluster or -skip-containerd", "dra_pod_start_ratio")
+	case b.suite != nil:
+		b.step("pod start through the scheduler, DRA vs device plugin", func() error { return b.clusterPodStart(ctx, b.suite) })
 	}
 
 	if la, err := LoadAvg(); err == nil {

@@ -69,6 +69,7 @@ var Keys = []KeySpec{
 	{Name: "agent_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<", Value: 25}},
 	{Name: "nri_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<", Value: 25}},
 	{Name: "dra_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 30}},
+	{Name: "dra_pod_start_ratio", Unit: "ratio", Stat: "median DRA / device plugin", Goal: Goal{Op: "<=", Value: 1.25}},
 }
 
 // Result is one measured key.

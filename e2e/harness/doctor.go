@@ -55,6 +55,7 @@ func (n *Node) Doctor(ctx context.Context, delivery string) (*DoctorReport, stri
 		"--sysfs-root=" + n.SysfsRoot,
 		"--dev-root=" + n.DevRoot,
 		"--kubelet-dir=" + DevicePluginDir,
+		"--plugins-registry-dir=" + n.PluginsRegistryDir(),
 		"--nri-socket=" + n.NRISocket,
 		"--pod-resources-socket=" + n.PodResourcesSocket,
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -215,7 +214,7 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h := metrics.HandlerWithWarnings(a.met.Registry, a.Ready, a.paths.Warnings)
+			h := metrics.Handler(a.met.Registry, metrics.Health{Ready: a.Ready, Warnings: a.paths.Warnings})
 			if err := metrics.Serve(ctx, ln, h, a.log.WithField("component", "metrics")); err != nil {
 				a.log.WithError(err).Error("metrics server failed")
 			}
@@ -294,104 +293,4 @@ func (a *agent) deviceManagerStart() {
 	} else if len(seeded) > 0 {
 		a.log.WithField("cards", seeded).Debug("cards allocated by the kubelet, checked in the first pass")
 	}
-}
-
-// loop coalesces change events and rescans until ctx ends.
-func (a *agent) loop(ctx context.Context, driEvents <-chan watch.Event, uevents <-chan watch.Uevent) {
-	debounce, maxDelay := a.opts.Debounce, a.opts.MaxDelay
-	if debounce <= 0 {
-		debounce = DefaultDebounce
-	}
-	if maxDelay <= 0 {
-		maxDelay = DefaultMaxDelay
-	}
-	resync := time.NewTicker(a.opts.ResyncInterval)
-	defer resync.Stop()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	settleTimer := time.NewTimer(time.Hour)
-	settleTimer.Stop()
-
-	var (
-		pending   bool
-		first     time.Time
-		deadline  time.Time
-		trigger   string
-		retry     time.Duration
-		settle    time.Duration
-		unhealthy string
-	)
-	arm := func(why string, after time.Duration) {
-		now := time.Now()
-		if !pending {
-			pending, first, trigger, deadline = true, now, why, now.Add(max(maxDelay, after))
-		}
-		timer.Reset(time.Until(minTime(now.Add(after), deadline)))
-	}
-	// settled schedules the next re-check: shortly after a pass caused by
-	// change events, and while cards are Unhealthy, backing off while
-	// nothing changes.
-	settled := func(trigger string) {
-		now := strings.Join(a.rec.Unhealthy(), ",")
-		switch {
-		case trigger == "inotify" || trigger == "uevent":
-			settle = echoDelay
-			settleTimer.Reset(settle)
-		case now == "":
-			settle = 0
-			settleTimer.Stop()
-		case now != unhealthy || settle < minSettle:
-			settle = minSettle
-			settleTimer.Reset(settle)
-		default:
-			settle = min(2*settle, maxSettle, a.opts.ResyncInterval)
-			settleTimer.Reset(settle)
-		}
-		unhealthy = now
-	}
-	settled("startup")
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-driEvents:
-			if !ok {
-				driEvents = nil
-				continue
-			}
-			a.log.WithFields(logrus.Fields{"path": ev.Path, "mask": fmt.Sprintf("%#x", ev.Mask)}).Trace("inotify")
-			arm("inotify", debounce)
-		case ev, ok := <-uevents:
-			if !ok {
-				uevents = nil
-				continue
-			}
-			a.log.WithFields(logrus.Fields{"action": ev.Action, "devpath": ev.DevPath, "subsystem": ev.Subsystem}).Trace("uevent")
-			arm("uevent", debounce)
-		case <-resync.C:
-			arm("resync", 0)
-		case <-settleTimer.C:
-			arm("settle", 0)
-		case <-timer.C:
-			pending = false
-			a.paths.check()
-			err := a.rec.Reconcile(trigger)
-			a.met.Reconciled(time.Since(first))
-			if err != nil {
-				retry = min(max(2*retry, time.Second), maxRetry)
-				a.log.WithError(err).WithField("retry_in", retry).Error("sync failed")
-				arm("retry", retry)
-				continue
-			}
-			retry = 0
-			settled(trigger)
-		}
-	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

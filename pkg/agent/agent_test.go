@@ -26,14 +26,6 @@ const (
 	tick = 2 * time.Millisecond
 )
 
-func shortDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "dc")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func testEntry(t testing.TB) *logrus.Entry {
 	l := logrus.New()
 	l.SetOutput(testWriter{t})
@@ -62,7 +54,7 @@ func TestRunRejectsBadInputBeforeTouchingAnything(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			kubelet := shortDir(t)
+			kubelet := kubelettest.ShortDir(t)
 			o := Options{
 				Roots:          drmtest.MustBuild(t).Roots(),
 				CDIDir:         filepath.Join(root, "cdi"),
@@ -91,7 +83,7 @@ func TestRunRejectsBadInputBeforeTouchingAnything(t *testing.T) {
 func TestRunFailsWhenSpecsCannotBeWritten(t *testing.T) {
 	notADir := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(notADir, nil, 0o600))
-	kubelet := shortDir(t)
+	kubelet := kubelettest.ShortDir(t)
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(context.Background(), Options{
@@ -126,7 +118,7 @@ func startNode(t *testing.T, delivery, config string, gpus ...drmtest.GPU) *node
 	drmtest.SkipUnlessRoot(t)
 	tree, err := drmtest.NewTree(t.TempDir(), gpus...)
 	require.NoError(t, err)
-	k, err := kubelettest.Start(shortDir(t))
+	k, err := kubelettest.Start(kubelettest.ShortDir(t))
 	require.NoError(t, err)
 	t.Cleanup(k.Stop)
 	n := &node{tree: tree, kubelet: k, cdiDir: filepath.Join(t.TempDir(), "cdi"), done: make(chan error, 1)}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
@@ -60,7 +61,7 @@ func (b *fakeBackend) Run(ctx context.Context) error {
 // specs, and leaves the kubelet's device-plugins dir alone.
 func TestRunWithBackend(t *testing.T) {
 	tree := drmtest.MustBuild(t, drmtest.IntelIGPU)
-	kubelet, cdiDir := shortDir(t), t.TempDir()
+	kubelet, cdiDir := kubelettest.ShortDir(t), t.TempDir()
 	b := &fakeBackend{ran: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -90,12 +91,12 @@ func TestRunWithBackend(t *testing.T) {
 func TestRunEndsWhenTheBackendFails(t *testing.T) {
 	tree := drmtest.MustBuild(t, drmtest.IntelIGPU)
 	b := &fakeBackend{ran: make(chan struct{}), runErr: errors.New("gRPC server failed")}
-	err := Run(context.Background(), Options{Roots: tree.Roots(), CDIDir: t.TempDir(), KubeletDir: shortDir(t), ResyncInterval: time.Hour, Log: testEntry(t),
+	err := Run(context.Background(), Options{Roots: tree.Roots(), CDIDir: t.TempDir(), KubeletDir: kubelettest.ShortDir(t), ResyncInterval: time.Hour, Log: testEntry(t),
 		NewBackend: func(*config.Config, *metrics.Agent) (Backend, error) { return b, nil }})
 	require.EqualError(t, err, "publisher: gRPC server failed")
 
 	cdiDir := filepath.Join(t.TempDir(), "cdi")
-	err = Run(context.Background(), Options{Roots: tree.Roots(), CDIDir: cdiDir, KubeletDir: shortDir(t), ResyncInterval: time.Hour, Log: testEntry(t),
+	err = Run(context.Background(), Options{Roots: tree.Roots(), CDIDir: cdiDir, KubeletDir: kubelettest.ShortDir(t), ResyncInterval: time.Hour, Log: testEntry(t),
 		Delivery:   "not checked with a backend",
 		NewBackend: func(*config.Config, *metrics.Agent) (Backend, error) { return nil, errors.New("no node name") }})
 	require.EqualError(t, err, "no node name")

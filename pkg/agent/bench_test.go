@@ -28,7 +28,7 @@ func BenchmarkHotplugToListAndWatch(b *testing.B) {
 	gpus := drmtest.ManyIntel(17)
 	tree, err := drmtest.NewTree(b.TempDir(), gpus[:16]...)
 	require.NoError(b, err)
-	k, err := kubelettest.Start(shortDir(b))
+	k, err := kubelettest.Start(kubelettest.ShortDir(b))
 	require.NoError(b, err)
 	defer k.Stop()
 	l := logrus.New()

@@ -27,9 +27,9 @@
 //
 //	err := agent.Run(ctx, agent.Options{
 //		Roots:          drm.DefaultRoots,
-//		CDIDir:         "/var/run/cdi",
-//		KubeletDir:     "/var/lib/kubelet/device-plugins",
-//		Delivery:       "cdi-cri",
+//		CDIDir:         cdi.DefaultDir,
+//		KubeletDir:     deviceplugin.DefaultKubeletDir,
+//		Delivery:       string(deviceplugin.DeliveryCDICRI),
 //		MetricsAddr:    ":9470",
 //		ResyncInterval: agent.DefaultResyncInterval,
 //		Log:            log,

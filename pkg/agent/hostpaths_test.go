@@ -15,6 +15,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
@@ -134,7 +135,7 @@ func TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir(t *testing.T) {
 func TestAgentReadyzHasNoWarningOnAHealthyNode(t *testing.T) {
 	tree, err := drmtest.NewTree(t.TempDir())
 	require.NoError(t, err)
-	base, _ := runAgent(t, tree.Roots(), shortDir(t))
+	base, _ := runAgent(t, tree.Roots(), kubelettest.ShortDir(t))
 	var code int
 	var body string
 	require.Eventually(t, func() bool {

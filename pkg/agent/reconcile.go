@@ -98,17 +98,59 @@ func NewReconciler(cfg *config.Config, disc Discoverer, specs SpecWriter, pub Pu
 // may be missing are not advertised (cards already advertised stay, with
 // their health), and the error is returned so the caller retries.
 func (r *Reconciler) Reconcile(trigger string) error {
+	inv, err := r.discover(trigger)
+	if err != nil {
+		return err
+	}
+	next := r.track(inv.Cards)
+	pools, unhealthy := r.assign(next)
+	nextAdv := advertisedIn(pools)
+
+	// 1. Specs for the union: new cards appear, nothing goes yet.
+	union := r.union(next, unhealthy, nextAdv)
+	specErr := r.syncSpecs(union)
+	if specErr != nil {
+		specErr = fmt.Errorf("write CDI specs: %w", specErr)
+		pools = keepOnly(pools, r.advertised)
+		nextAdv = advertisedIn(pools)
+	}
+
+	// 2. Device lists.
+	r.publish(pools, unhealthy)
+	dropped := len(union) > len(nextAdv)
+	r.known, r.advertised = next, nextAdv
+	if specErr != nil {
+		return specErr
+	}
+
+	// 3. Specs without the cards that left the lists.
+	if dropped {
+		if err := r.syncSpecs(onlyIn(union, nextAdv)); err != nil {
+			return fmt.Errorf("remove CDI specs of removed cards: %w", err)
+		}
+	}
+	return nil
+}
+
+// discover runs discovery, counts it and logs what it skipped.
+func (r *Reconciler) discover(trigger string) (*drm.Inventory, error) {
 	inv, err := r.disc.Discover()
 	if err != nil {
 		r.metrics.Error("discovery")
-		return fmt.Errorf("discover cards: %w", err)
+		return nil, fmt.Errorf("discover cards: %w", err)
 	}
 	r.metrics.Discovery(trigger, len(inv.Skipped))
 	r.log.WithFields(logrus.Fields{"trigger": trigger, "cards": len(inv.Cards), "skipped": len(inv.Skipped)}).Debug("discovery pass")
 	r.logSkipped(inv.Skipped)
+	return inv, nil
+}
 
-	next := make(map[string]known, len(inv.Cards))
-	for _, c := range inv.Cards {
+// track returns the cards to know after a pass that discovered cards:
+// those, healthy, and the known cards discovery no longer reports whose
+// sysfs device is still there, unhealthy. It logs every change of state.
+func (r *Reconciler) track(cards []drm.Card) map[string]known {
+	next := make(map[string]known, len(cards))
+	for _, c := range cards {
 		next[c.ID] = known{card: c, healthy: true}
 		old, ok := r.known[c.ID]
 		switch {
@@ -131,26 +173,33 @@ func (r *Reconciler) Reconcile(trigger string) error {
 		}
 		r.log.WithFields(cardFields(&k.card)).Info("card removed")
 	}
+	return next
+}
 
+// assign puts the cards into pools, by ID order, with the pinned cards
+// in the pools they were allocated from, and returns the unhealthy ones.
+func (r *Reconciler) assign(next map[string]known) (pools []config.Pool, unhealthy map[string]bool) {
 	cards := make([]drm.Card, 0, len(next))
-	unhealthy := map[string]bool{}
+	unhealthy = map[string]bool{}
 	for id, k := range next {
 		cards = append(cards, k.card)
 		if !k.healthy {
 			unhealthy[id] = true
 		}
 	}
-	slices.SortFunc(cards, func(a, b drm.Card) int { return strings.Compare(a.ID, b.ID) })
-	pools := r.addPinned(r.cfg.Assign(cards), next)
-	nextAdv := advertisedIn(pools)
+	slices.SortFunc(cards, byID)
+	return r.addPinned(r.cfg.Assign(cards), next), unhealthy
+}
 
-	// 1. Specs for the union: new cards appear, nothing goes yet.
-	// An Unhealthy card's spec holds no device node: its old numbers may
-	// already be another card's (DRM minors are handed out lowest-free).
-	union := make([]drm.Card, 0, len(cards))
-	for _, c := range cards {
-		if nextAdv[c.ID] {
-			union = append(union, specCard(c, !unhealthy[c.ID]))
+// union returns, sorted by ID, the spec form of every card advertised
+// after this pass (nextAdv) or before it. An Unhealthy card's spec holds
+// no device node: its old numbers may already be another card's (DRM
+// minors are handed out lowest-free).
+func (r *Reconciler) union(next map[string]known, unhealthy, nextAdv map[string]bool) []drm.Card {
+	union := make([]drm.Card, 0, len(next))
+	for id, k := range next {
+		if nextAdv[id] {
+			union = append(union, specCard(k.card, !unhealthy[id]))
 		}
 	}
 	for id := range r.advertised {
@@ -160,44 +209,41 @@ func (r *Reconciler) Reconcile(trigger string) error {
 			}
 		}
 	}
-	slices.SortFunc(union, func(a, b drm.Card) int { return strings.Compare(a.ID, b.ID) })
-	changed, specErr := r.specs.Sync(union)
-	r.metrics.SpecSync(changed, specErr)
-	if specErr != nil {
-		r.metrics.Error("specs")
-		specErr = fmt.Errorf("write CDI specs: %w", specErr)
-		pools = keepOnly(pools, r.advertised)
-		nextAdv = advertisedIn(pools)
-	}
+	slices.SortFunc(union, byID)
+	return union
+}
 
-	// 2. Device lists.
+// syncSpecs makes the spec files those of cards, and counts the result.
+func (r *Reconciler) syncSpecs(cards []drm.Card) error {
+	changed, err := r.specs.Sync(cards)
+	r.metrics.SpecSync(changed, err)
+	if err != nil {
+		r.metrics.Error("specs")
+	}
+	return err
+}
+
+// publish hands the device lists to the kubelet side. A resource that
+// cannot be served yet is retried by the publisher itself.
+func (r *Reconciler) publish(pools []config.Pool, unhealthy map[string]bool) {
 	if err := r.pub.Update(pools, unhealthy); err != nil {
 		r.metrics.Error("server")
 		r.log.WithError(err).Warn("cannot serve every resource yet; retrying")
 	}
-	dropped := len(union) > len(nextAdv)
-	r.known, r.advertised = next, nextAdv
-	if specErr != nil {
-		return specErr
-	}
-
-	// 3. Specs without the cards that left the lists.
-	if dropped {
-		keep := make([]drm.Card, 0, len(nextAdv))
-		for _, c := range union {
-			if nextAdv[c.ID] {
-				keep = append(keep, c)
-			}
-		}
-		changed, err := r.specs.Sync(keep)
-		r.metrics.SpecSync(changed, err)
-		if err != nil {
-			r.metrics.Error("specs")
-			return fmt.Errorf("remove CDI specs of removed cards: %w", err)
-		}
-	}
-	return nil
 }
+
+// onlyIn returns the cards whose IDs are in ids, in order.
+func onlyIn(cards []drm.Card, ids map[string]bool) []drm.Card {
+	out := make([]drm.Card, 0, len(ids))
+	for _, c := range cards {
+		if ids[c.ID] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func byID(a, b drm.Card) int { return strings.Compare(a.ID, b.ID) }
 
 // Unhealthy returns the IDs of the cards listed as Unhealthy, sorted.
 func (r *Reconciler) Unhealthy() []string {

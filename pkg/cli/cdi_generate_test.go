@@ -23,14 +23,7 @@ func TestCDIGenerateStdout(t *testing.T) {
 
 	// The printed documents are exactly the files Generate makes for the
 	// advertised cards (display-only ones left out).
-	inv, err := drm.Discover(tree.Roots())
-	require.NoError(t, err)
-	var advertised []drm.Card
-	for _, c := range inv.Cards {
-		if !c.DisplayOnly() {
-			advertised = append(advertised, c)
-		}
-	}
+	advertised := renderCards(t, tree.Roots())
 	files, err := cdi.Generate(cdi.DefaultKind, advertised)
 	require.NoError(t, err)
 	var want strings.Builder
@@ -142,14 +135,7 @@ func TestCDIGenerateMatchesWriter(t *testing.T) {
 	require.Equal(t, ExitOK, r.code, r.stderr)
 
 	// What an agent's Writer would write for the same cards.
-	inv, err := drm.Discover(tree.Roots())
-	require.NoError(t, err)
-	var advertised []drm.Card
-	for _, c := range inv.Cards {
-		if !c.DisplayOnly() {
-			advertised = append(advertised, c)
-		}
-	}
+	advertised := renderCards(t, tree.Roots())
 	ref := t.TempDir()
 	w, err := cdi.NewWriter(ref, cdi.DefaultKind)
 	require.NoError(t, err)
@@ -205,4 +191,19 @@ func TestCDIGenerateErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// renderCards are the cards discovery finds under roots that the
+// agent advertises by default: those with a render node.
+func renderCards(t *testing.T, roots drm.Roots) []drm.Card {
+	t.Helper()
+	inv, err := drm.Discover(roots)
+	require.NoError(t, err)
+	var advertised []drm.Card
+	for _, c := range inv.Cards {
+		if !c.DisplayOnly() {
+			advertised = append(advertised, c)
+		}
+	}
+	return advertised
 }

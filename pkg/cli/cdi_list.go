@@ -34,13 +34,9 @@ func runCDIList(_ context.Context, env *Env, args []string) error {
 	f := newFlags("dri-cdi cdi list", "[flags]", cdiListHelp)
 	dirs := defaultSpecDirs()
 	f.Var(dirs, "spec-dir", "CDI spec directory, lowest priority first; repeat or separate with ':'")
-	output := f.String("output", "text", "output format: text or json")
-	f.alias("o", "output")
+	output := f.output("text", "json")
 	f.finish()
 	if err := f.parse(env, args, false); err != nil {
-		return err
-	}
-	if err := oneOf(f, "output", *output, "text", "json"); err != nil {
 		return err
 	}
 	readable, dirErr := readableDirs(dirs.dirs)

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -36,72 +33,23 @@ func runCDIValidate(_ context.Context, env *Env, args []string) error {
 		return err
 	}
 
-	type definition struct {
-		file string
-		dir  int
+	res, err := cdi.Scan(dirs.dirs)
+	if err != nil {
+		return err
 	}
-	var (
-		problems = map[string][]string{} // file (or dir) -> problems
-		defs     = map[string][]definition{}
-		good     []string
-		files    int
-		devNames = map[string][]string{}
-	)
-	for i, dir := range dirs.dirs {
-		entries, err := os.ReadDir(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			problems[dir] = append(problems[dir], fmt.Sprintf("cannot list spec dir: %v", err))
-			continue
-		}
-		for _, e := range entries {
-			// The same selection as the CDI library's directory scan.
-			if e.IsDir() || (filepath.Ext(e.Name()) != ".yaml" && filepath.Ext(e.Name()) != ".json") {
-				continue
-			}
-			path := filepath.Join(dir, e.Name())
-			files++
-			spec, err := cdi.ReadSpec(path)
-			if err != nil {
-				var se *cdi.SpecError
-				msg := err.Error()
-				if errors.As(err, &se) {
-					msg = strings.TrimPrefix(msg, cdi.ErrInvalidSpec.Error()+" "+path+": ")
-				}
-				problems[path] = append(problems[path], msg)
-				continue
-			}
-			good = append(good, path)
-			for _, d := range spec.Devices {
-				name := cdi.QualifiedName(spec.Kind, d.Name)
-				defs[name] = append(defs[name], definition{file: path, dir: i})
-				devNames[path] = append(devNames[path], name)
-			}
-		}
+	problems := scanProblems(res)
+	for _, o := range res.Overrides {
+		fmt.Fprintf(env.Stderr, "note: device %s in %s is overridden by %s\n", cdi.QualifiedName(o.Kind, o.Device), o.File, o.By)
 	}
 
-	for _, name := range slices.Sorted(maps.Keys(defs)) {
-		ds := defs[name]
-		for a := range ds {
-			for b := range ds {
-				switch {
-				case a == b:
-				case ds[a].dir == ds[b].dir:
-					problems[ds[a].file] = append(problems[ds[a].file],
-						fmt.Sprintf("device %s is also defined in %s; a runtime resolves neither", name, ds[b].file))
-				case ds[a].dir < ds[b].dir:
-					fmt.Fprintf(env.Stderr, "note: device %s in %s is overridden by %s\n", name, ds[a].file, ds[b].file)
-				}
+	byPath := slices.SortedFunc(slices.Values(res.Files), func(a, b cdi.SpecFile) int { return strings.Compare(a.Path, b.Path) })
+	for _, f := range byPath {
+		if f.Err == nil && len(problems[f.Path]) == 0 {
+			var names []string
+			for _, d := range f.Spec.Devices {
+				names = append(names, cdi.QualifiedName(f.Spec.Kind, d.Name))
 			}
-		}
-	}
-
-	sort.Strings(good)
-	for _, path := range good {
-		if len(problems[path]) == 0 {
-			fmt.Fprintf(env.Stdout, "ok %s: %s\n", path, strings.Join(devNames[path], ", "))
+			fmt.Fprintf(env.Stdout, "ok %s: %s\n", f.Path, strings.Join(names, ", "))
 		}
 	}
 	n := 0
@@ -111,11 +59,44 @@ func runCDIValidate(_ context.Context, env *Env, args []string) error {
 			n++
 		}
 	}
-	if files == 0 && n == 0 {
+	if len(res.Files) == 0 && n == 0 {
 		fmt.Fprintf(env.Stderr, "no spec files in %s\n", strings.Join(dirs.dirs, ", "))
 	}
 	if n > 0 {
 		return fmt.Errorf("cdi validate: %d problems found", n)
 	}
 	return nil
+}
+
+// scanProblems returns the problems of a scan by file (or directory): the
+// files a runtime cannot load and the names it cannot resolve. A missing
+// directory is no problem.
+func scanProblems(res *cdi.ScanResult) map[string][]string {
+	problems := map[string][]string{}
+	for _, d := range res.Dirs {
+		if d.Err != nil && !errors.Is(d.Err, fs.ErrNotExist) {
+			problems[d.Path] = append(problems[d.Path], fmt.Sprintf("cannot list spec dir: %v", errors.Unwrap(d.Err)))
+		}
+	}
+	for _, f := range res.Files {
+		// The line names the file already; the reason is enough.
+		var se *cdi.SpecError
+		switch {
+		case errors.As(f.Err, &se):
+			problems[f.Path] = append(problems[f.Path], se.Reason())
+		case f.Err != nil:
+			problems[f.Path] = append(problems[f.Path], f.Err.Error())
+		}
+	}
+	for _, d := range res.Duplicates {
+		name := cdi.QualifiedName(d.Kind, d.Device)
+		for _, a := range d.Files {
+			for _, b := range d.Files {
+				if a != b {
+					problems[a] = append(problems[a], fmt.Sprintf("device %s is also defined in %s; a runtime resolves neither", name, b))
+				}
+			}
+		}
+	}
+	return problems
 }

@@ -149,6 +149,9 @@ type flags struct {
 	name, synopsis, help string
 	footer               string
 	aliases              map[string]string // short -> long
+	// formats are the values -output takes (output), the default first.
+	formats []string
+	format  *string
 }
 
 func newFlags(name, synopsis, help string) *flags {
@@ -163,6 +166,16 @@ func (f *flags) alias(short, long string) {
 	fl := f.Lookup(long)
 	f.Var(fl.Value, short, "")
 	f.aliases[short] = long
+}
+
+// output adds -output (and -o) with the given formats, the first the
+// default; parse rejects any other value.
+func (f *flags) output(formats ...string) *string {
+	help := strings.Join(formats[:len(formats)-1], ", ") + " or " + formats[len(formats)-1]
+	f.format = f.String("output", formats[0], "output format: "+help)
+	f.formats = formats
+	f.alias("o", "output")
+	return f.format
 }
 
 // finish adds the environment variable names to the help texts. Call it
@@ -222,6 +235,9 @@ func (f *flags) parse(env *Env, args []string, allowArgs bool) error {
 	}
 	if err := flagenv.Apply(f.FlagSet, flagenv.Prefix, lookup); err != nil {
 		return &usageError{msg: err.Error(), usage: f.usage()}
+	}
+	if f.format != nil {
+		return oneOf(f, "output", *f.format, f.formats...)
 	}
 	return nil
 }

@@ -104,13 +104,9 @@ func runDiscover(_ context.Context, env *Env, args []string) error {
 	f := newFlags("dri-cdi discover", "[flags]", discoverHelp)
 	var roots rootFlags
 	roots.register(f)
-	output := f.String("output", "table", "output format: table, json or yaml")
-	f.alias("o", "output")
+	output := f.output("table", "json", "yaml")
 	f.finish()
 	if err := f.parse(env, args, false); err != nil {
-		return err
-	}
-	if err := oneOf(f, "output", *output, "table", "json", "yaml"); err != nil {
 		return err
 	}
 	cards, err := discoverCards(env, roots.roots())

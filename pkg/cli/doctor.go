@@ -31,13 +31,9 @@ func runDoctor(ctx context.Context, env *Env, args []string) error {
 	opts := doctor.DefaultOptions()
 	doctor.RegisterFlags(f.FlagSet, &opts)
 	cfgPath := f.String("config", "", "dri-cdi config file; its cdiKind replaces -cdi-kind")
-	output := f.String("output", "text", "output format: text or json")
-	f.alias("o", "output")
+	output := f.output("text", "json")
 	f.finish()
 	if err := f.parse(env, args, false); err != nil {
-		return err
-	}
-	if err := oneOf(f, "output", *output, "text", "json"); err != nil {
 		return err
 	}
 	if err := oneOf(f, "delivery", opts.Delivery, doctor.DeliveryCDICRI, doctor.DeliveryNRI, doctor.DeliveryDeviceSpecs); err != nil {

@@ -17,9 +17,6 @@ import (
 )
 
 const (
-	// DefaultKind is the CDI kind used when the config sets none: the
-	// one defined by package cdi, so the two cannot drift apart.
-	DefaultKind = cdi.DefaultKind
 	// DefaultPoolPrefix starts the resource name of every default pool:
 	// dri-cdi.dev/<driver>. A DRA DeviceClass carries the same name as its
 	// extendedResourceName, so a pod's request means the same on both.
@@ -55,7 +52,7 @@ func fieldErr(field, format string, a ...any) *FieldError {
 // one in code: the zero value has DefaultPools off.
 type Config struct {
 	// CDIKind is the CDI kind ("vendor/class") of the generated specs;
-	// empty means DefaultKind. Use Kind() to read it.
+	// empty means cdi.DefaultKind. Use Kind() to read it.
 	CDIKind string `json:"cdiKind,omitempty"`
 	// DefaultPools gives every card that no configured pool took a pool
 	// of its driver, dri-cdi.dev/<driver>.
@@ -171,10 +168,10 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Kind returns the CDI kind of the specs: CDIKind, or DefaultKind.
+// Kind returns the CDI kind of the specs: CDIKind, or cdi.DefaultKind.
 func (c *Config) Kind() string {
 	if c == nil || c.CDIKind == "" {
-		return DefaultKind
+		return cdi.DefaultKind
 	}
 	return c.CDIKind
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
 )
 
 func TestParse(t *testing.T) {
@@ -120,7 +122,7 @@ func TestLoad(t *testing.T) {
 		wantKind string
 		wantErr  []string
 	}{
-		"no path gives defaults": {path: "", wantKind: DefaultKind},
+		"no path gives defaults": {path: "", wantKind: cdi.DefaultKind},
 		"good file":              {path: good, wantKind: "example.com/gpu"},
 		"bad file names path and field": {
 			path: bad, wantErr: []string{bad, "pools[0].replicas: must be >= 1"},
@@ -169,8 +171,8 @@ func TestKindAndServesResource(t *testing.T) {
 		})
 	}
 	require.Equal(t, "example.com/gpu", cfg.Kind())
-	require.Equal(t, DefaultKind, Default().Kind())
-	require.Equal(t, DefaultKind, (*Config)(nil).Kind())
+	require.Equal(t, cdi.DefaultKind, Default().Kind())
+	require.Equal(t, cdi.DefaultKind, (*Config)(nil).Kind())
 }
 
 func TestValidResourceName(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 func BenchmarkAllocate(b *testing.B) {
 	for _, mode := range []Delivery{DeliveryCDICRI, DeliveryNRI, DeliveryDeviceSpecs} {
 		b.Run(string(mode), func(b *testing.B) {
-			dir := shortDir(b)
+			dir := kubelettest.ShortDir(b)
 			k, err := kubelettest.Start(dir)
 			require.NoError(b, err)
 			defer k.Stop()
@@ -99,7 +99,7 @@ func BenchmarkAllocateHandler(b *testing.B) {
 // (every socket deleted, kubelet.sock served anew) to the kubelet
 // receiving the device list again over a new registration.
 func BenchmarkKubeletRestart(b *testing.B) {
-	dir := shortDir(b)
+	dir := kubelettest.ShortDir(b)
 	k, err := kubelettest.Start(dir)
 	require.NoError(b, err)
 	defer k.Stop()

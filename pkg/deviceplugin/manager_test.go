@@ -28,15 +28,6 @@ const (
 	res  = "dri-cdi.dev/i915"
 )
 
-// shortDir returns a fresh directory with a short path, for unix sockets.
-func shortDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "dc")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func testLog(t testing.TB) *logrus.Entry {
 	l := logrus.New()
 	l.SetLevel(logrus.DebugLevel)
@@ -64,7 +55,7 @@ type env struct {
 // kubelet false the dir has no kubelet.sock yet.
 func start(t testing.TB, delivery Delivery, kubelet bool) *env {
 	t.Helper()
-	e := &env{dir: shortDir(t), metrics: metrics.NewAgent("test"), done: make(chan error, 1)}
+	e := &env{dir: kubelettest.ShortDir(t), metrics: metrics.NewAgent("test"), done: make(chan error, 1)}
 	if kubelet {
 		k, err := kubelettest.Start(e.dir)
 		require.NoError(t, err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 )
 
 // deadSocket leaves a unix socket file nobody serves, as a crashed
@@ -23,7 +25,7 @@ func deadSocket(t *testing.T, p string) {
 }
 
 func TestRemoveStaleSockets(t *testing.T) {
-	dir := shortDir(t)
+	dir := kubelettest.ShortDir(t)
 	stale := filepath.Join(dir, SocketPrefix+"dri-cdi.dev_i915-dead.sock")
 	deadSocket(t, stale)
 	// Another plugin's dead socket, a live agent's socket, and a regular

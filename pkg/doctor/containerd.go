@@ -25,7 +25,7 @@ const (
 )
 
 // defaultCDISpecDirs are containerd's cdi_spec_dirs when the key is unset.
-var defaultCDISpecDirs = []string{cdilib.DefaultStaticDir, cdilib.DefaultDynamicDir}
+var defaultCDISpecDirs = cdilib.DefaultSpecDirs
 
 // containerdConfig holds the settings of a containerd config, with its
 // imports merged the way containerd merges them.

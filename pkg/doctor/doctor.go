@@ -10,6 +10,7 @@ import (
 	nriapi "github.com/containerd/nri/pkg/api"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
@@ -74,6 +75,9 @@ type Options struct {
 	CDIKind string
 	// KubeletDir is the kubelet's device plugin directory.
 	KubeletDir string
+	// PluginsRegistryDir is the kubelet's plugin registration directory,
+	// where a DRA driver registers.
+	PluginsRegistryDir string
 	// PodResourcesSocket is the kubelet's PodResources socket.
 	PodResourcesSocket string
 	// NRISocket is the NRI socket the plugin dials.
@@ -101,6 +105,7 @@ func DefaultOptions() Options {
 		CDIDir:             cdi.DefaultDir,
 		CDIKind:            cdi.DefaultKind,
 		KubeletDir:         deviceplugin.DefaultKubeletDir,
+		PluginsRegistryDir: config.DRARegistrarDir,
 		PodResourcesSocket: podresources.DefaultSocket,
 		NRISocket:          nriapi.DefaultSocketPath, // what nri.DefaultSocket is
 		SysfsRoot:          drm.DefaultRoots.Sysfs,
@@ -180,6 +185,7 @@ func (d *doctor) run() *Report {
 	d.rep.Delivery = d.opts.Delivery
 	rt := d.checkContainerd()
 	d.checkKubelet()
+	d.checkDRA()
 	d.checkCgroup()
 	cards := d.checkDevices()
 	d.checkSpecs(cards)

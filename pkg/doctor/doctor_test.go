@@ -11,8 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
 
 // node describes a fake host for one test.
@@ -87,8 +89,9 @@ func (n node) build(t *testing.T) Options {
 	require.NoError(t, os.MkdirAll(cdiDir, 0o755))
 	if n.matchingSpecs {
 		for _, g := range n.gpus {
-			writeFile(t, filepath.Join(cdiDir, specFilePrefix(opts.CDIKind)+strings.ReplaceAll(g.ID(), ":", "-")+".yaml"),
-				spec(g.ID(), g.Card, g.Render))
+			name, err := cdi.FileName(opts.CDIKind, g.ID())
+			require.NoError(t, err)
+			writeFile(t, filepath.Join(cdiDir, name), spec(g.ID(), g.Card, g.Render))
 		}
 	}
 	for name, body := range n.specs {

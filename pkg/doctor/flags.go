@@ -18,6 +18,7 @@ func RegisterFlags(fs *flag.FlagSet, opts *Options) {
 	fs.StringVar(&opts.CDIDir, "cdi-dir", opts.CDIDir, "directory of the agent's CDI specs")
 	fs.StringVar(&opts.CDIKind, "cdi-kind", opts.CDIKind, "CDI kind of the agent's devices")
 	fs.StringVar(&opts.KubeletDir, "kubelet-dir", opts.KubeletDir, "kubelet device plugin directory")
+	fs.StringVar(&opts.PluginsRegistryDir, "plugins-registry-dir", opts.PluginsRegistryDir, "kubelet plugin registration directory (where a DRA driver registers)")
 	fs.StringVar(&opts.PodResourcesSocket, "pod-resources-socket", opts.PodResourcesSocket, "kubelet PodResources socket")
 	fs.StringVar(&opts.NRISocket, "nri-socket", opts.NRISocket, "containerd NRI socket the plugin dials")
 	fs.StringVar(&opts.SysfsRoot, "sysfs-root", opts.SysfsRoot, "sysfs mount point")

@@ -6,11 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
-	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
@@ -87,74 +87,77 @@ func (d *doctor) checkDevices() []drm.Card {
 	return inv.Cards
 }
 
-// specFilePrefix is the file name prefix of our kind's spec files:
-// dri-cdi.dev/gpu → dri-cdi.dev-gpu_.
-func specFilePrefix(kind string) string { return strings.ReplaceAll(kind, "/", "-") + "_" }
-
 // checkSpecs validates our CDI spec files with the CDI library and
 // compares their devices with the discovered cards and the host's nodes.
 func (d *doctor) checkSpecs(cards []drm.Card) {
+	devices, nodes, ok := d.checkSpecFiles()
+	if !ok {
+		return
+	}
+	d.checkSpecCards(cards, devices)
+	d.checkSpecNodes(nodes)
+}
+
+// checkSpecFiles reports what cdi.Scan found of our kind in the CDI dir.
+// It returns the files defining each device name and the first spec node
+// of each host path; ok is false when there are no specs to compare.
+func (d *doctor) checkSpecFiles() (devices map[string][]string, nodes map[string]nodeRef, ok bool) {
 	dir, kind := d.opts.CDIDir, d.opts.CDIKind
-	entries, err := os.ReadDir(d.host(dir))
-	if errors.Is(err, fs.ErrNotExist) {
-		d.add("cdi.specs", Warn, dir+" does not exist: the agent has not written any CDI spec", "deploy dri-cdi (the agent creates the directory)")
-		return
-	}
+	res, err := cdi.Scan([]string{dir}, cdi.OnlyKind(kind), cdi.WithResolve(d.host))
 	if err != nil {
-		d.add("cdi.specs", Fail, fmt.Sprintf("read CDI dir: %v", err), "run as root")
-		return
+		d.add("cdi.specs", Fail, err.Error(), "pass the kind of the agent's config as --cdi-kind or --config")
+		return nil, nil, false
 	}
-	prefix := specFilePrefix(kind)
-	devices := map[string][]string{} // device name → files defining it
-	nodes := map[string]nodeRef{}    // host path → first spec node
-	files := 0
-	invalid := false
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), prefix) || e.IsDir() {
+	if err := res.Dirs[0].Err; errors.Is(err, fs.ErrNotExist) {
+		d.add("cdi.specs", Warn, dir+" does not exist: the agent has not written any CDI spec", "deploy dri-cdi (the agent creates the directory)")
+		return nil, nil, false
+	} else if err != nil {
+		d.add("cdi.specs", Fail, fmt.Sprintf("read CDI dir: %v", err), "run as root")
+		return nil, nil, false
+	}
+	if len(res.Files) == 0 {
+		prefix, _ := cdi.FilePrefix(kind) // kind is valid: Scan took it
+		d.add("cdi.specs", Warn, fmt.Sprintf("no %s* spec in %s: the agent is not running or found no card", prefix, dir), "deploy dri-cdi; check the agent's log")
+		return nil, nil, false
+	}
+	devices, nodes = map[string][]string{}, map[string]nodeRef{}
+	for _, f := range res.Files {
+		switch {
+		case errors.Is(f.Err, cdi.ErrOtherKind):
+			d.add("cdi.spec", Fail, f.Err.Error(), "remove the file; only the agent writes files with this prefix")
+			continue
+		case f.Err != nil:
+			d.add("cdi.spec", Fail, f.Err.Error(), "the agent rewrites its specs on start; remove the file if no agent owns it")
 			continue
 		}
-		files++
-		path := filepath.Join(dir, e.Name())
-		spec, err := cdilib.ReadSpec(d.host(path), 0)
-		if err != nil {
-			invalid = true
-			d.add("cdi.spec", Fail, fmt.Sprintf("%s: %v", path, err), "the agent rewrites its specs on start; remove the file if no agent owns it")
-			continue
-		}
-		if spec.Kind != kind {
-			invalid = true
-			d.add("cdi.spec", Fail, fmt.Sprintf("%s has kind %q, want %q", path, spec.Kind, kind), "remove the file; only the agent writes files with this prefix")
-			continue
-		}
-		for _, dev := range spec.Devices {
-			devices[dev.Name] = append(devices[dev.Name], path)
+		for _, dev := range f.Spec.Devices {
+			devices[dev.Name] = append(devices[dev.Name], f.Path)
 			for _, n := range dev.ContainerEdits.DeviceNodes {
 				hp := n.HostPath
 				if hp == "" {
 					hp = n.Path
 				}
 				if _, ok := nodes[hp]; !ok && n.Major != 0 {
-					nodes[hp] = nodeRef{major: n.Major, minor: n.Minor, device: dev.Name, file: path}
+					nodes[hp] = nodeRef{major: n.Major, minor: n.Minor, device: dev.Name, file: f.Path}
 				}
 			}
 		}
 	}
-	if files == 0 {
-		d.add("cdi.specs", Warn, fmt.Sprintf("no %s* spec in %s: the agent is not running or found no card", prefix, dir), "deploy dri-cdi; check the agent's log")
-		return
+	for _, dup := range res.Duplicates {
+		d.add("cdi.spec", Fail, fmt.Sprintf("device %s is defined in %d files (%s): the runtime refuses ambiguous names", dup.Device, len(dup.Files), strings.Join(dup.Files, ", ")),
+			"remove the files no agent owns")
 	}
-	for name, fs := range devices {
-		if len(fs) > 1 {
-			invalid = true
-			d.add("cdi.spec", Fail, fmt.Sprintf("device %s is defined in %d files (%s): the runtime refuses ambiguous names", name, len(fs), strings.Join(fs, ", ")),
-				"remove the files no agent owns")
-		}
-	}
+	invalid := len(res.Duplicates) > 0 || slices.ContainsFunc(res.Files, func(f cdi.SpecFile) bool { return f.Err != nil })
 	if !invalid {
-		d.add("cdi.specs", OK, fmt.Sprintf("%d valid spec file(s) of kind %s in %s", files, kind, dir), "")
+		d.add("cdi.specs", OK, fmt.Sprintf("%d valid spec file(s) of kind %s in %s", len(res.Files), kind, dir), "")
 	}
+	return devices, nodes, true
+}
 
-	// Cards versus spec devices.
+// checkSpecCards compares the cards with the spec devices: every card
+// with a render node needs one, and no device may name a card that is
+// not on this node.
+func (d *doctor) checkSpecCards(cards []drm.Card, devices map[string][]string) {
 	byID := map[string]bool{}
 	var missing []string
 	for _, c := range cards {
@@ -181,8 +184,10 @@ func (d *doctor) checkSpecs(cards []drm.Card) {
 	if len(missing) == 0 && len(stale) == 0 {
 		d.add("cdi.cards", OK, "every card with a render node has a CDI device", "")
 	}
+}
 
-	// Spec nodes versus host nodes.
+// checkSpecNodes compares the spec's device nodes with the host's.
+func (d *doctor) checkSpecNodes(nodes map[string]nodeRef) {
 	var wrong []string
 	for hp, ref := range nodes {
 		if msg := d.compareNode(hp, ref); msg != "" {

@@ -60,14 +60,19 @@ type Card struct {
 // DisplayOnly reports whether the card has no render node.
 func (c *Card) DisplayOnly() bool { return c.RenderNode == nil }
 
+// DRMNodes returns the card's own DRM nodes: card, then render if any.
+func (c *Card) DRMNodes() []DeviceNode {
+	if c.RenderNode == nil {
+		return []DeviceNode{c.CardNode}
+	}
+	return []DeviceNode{c.CardNode, *c.RenderNode}
+}
+
 // Nodes returns every node of the card in a stable order: card, render,
 // extras, by-path links.
 func (c *Card) Nodes() []DeviceNode {
 	nodes := make([]DeviceNode, 0, 2+len(c.Extra)+len(c.ByPath))
-	nodes = append(nodes, c.CardNode)
-	if c.RenderNode != nil {
-		nodes = append(nodes, *c.RenderNode)
-	}
+	nodes = append(nodes, c.DRMNodes()...)
 	nodes = append(nodes, c.Extra...)
 	nodes = append(nodes, c.ByPath...)
 	return nodes

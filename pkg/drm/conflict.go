@@ -25,12 +25,7 @@ func (d *discovery) dropConflicts(cards []built) []built {
 	}
 	claims := map[[2]uint32][]claim{}
 	for i := range cards {
-		c := &cards[i].card
-		nodes := []DeviceNode{c.CardNode}
-		if c.RenderNode != nil {
-			nodes = append(nodes, *c.RenderNode)
-		}
-		for _, n := range nodes {
+		for _, n := range cards[i].card.DRMNodes() {
 			k := [2]uint32{n.Major, n.Minor}
 			claims[k] = append(claims[k], claim{card: i, node: n.Path})
 		}
@@ -66,13 +61,7 @@ func (d *discovery) dropConflicts(cards []built) []built {
 		}
 		slices.Sort(reasons)
 		err := fmt.Errorf("%w: card %s: %s; neither card is advertised", ErrNumberConflict, b.card.ID, strings.Join(reasons, "; "))
-		var cardE *entry
-		for _, e := range b.g.entries {
-			if e.kind == kindCard {
-				cardE = e
-			}
-		}
-		d.skipGroup(b.g, cardE, err)
+		d.skipGroup(b.g, b.g.cardEntry(), err)
 	}
 	return kept
 }

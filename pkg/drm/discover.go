@@ -84,6 +84,18 @@ type group struct {
 	entries []*entry
 }
 
+// cardEntry is the group's cardN entry (the last, if several), nil when
+// it has none.
+func (g *group) cardEntry() *entry {
+	var card *entry
+	for _, e := range g.entries {
+		if e.kind == kindCard {
+			card = e
+		}
+	}
+	return card
+}
+
 // built is a complete card plus the group it was built from.
 type built struct {
 	card Card
@@ -537,13 +549,7 @@ func (d *discovery) dropDuplicates(cards []built) []built {
 			}
 		}
 		err := fmt.Errorf("%w %s: also the ID of %s", ErrDuplicateID, b.card.ID, strings.Join(others, ", "))
-		var cardE *entry
-		for _, e := range b.g.entries {
-			if e.kind == kindCard {
-				cardE = e
-			}
-		}
-		d.skipGroup(b.g, cardE, err)
+		d.skipGroup(b.g, b.g.cardEntry(), err)
 	}
 	return kept
 }
@@ -562,12 +568,7 @@ func (d *discovery) attachByPath(cards []built) {
 	}
 	targets := map[string]ref{}
 	for i := range cards {
-		c := &cards[i].card
-		nodes := []DeviceNode{c.CardNode}
-		if c.RenderNode != nil {
-			nodes = append(nodes, *c.RenderNode)
-		}
-		for _, n := range nodes {
+		for _, n := range cards[i].card.DRMNodes() {
 			if r, err := d.res.resolve(n.HostPath); err == nil {
 				targets[r] = ref{card: i, node: n}
 			}

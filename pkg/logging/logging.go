@@ -3,6 +3,7 @@
 package logging
 
 import (
+	"flag"
 	"fmt"
 	"io"
 
@@ -32,3 +33,18 @@ func New(w io.Writer, format, level string) (*logrus.Logger, error) {
 	l.SetLevel(lv)
 	return l, nil
 }
+
+// Flags are the logging flags the daemons share, --log-format and
+// --log-level, with their defaults text and info.
+type Flags struct {
+	Format, Level string
+}
+
+// Register adds --log-format and --log-level to fs, writing into f.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Format, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.Level, "log-level", "info", "log level: error, warn, info, debug, trace")
+}
+
+// New returns the logger the flags ask for, writing to w.
+func (f Flags) New(w io.Writer) (*logrus.Logger, error) { return New(w, f.Format, f.Level) }

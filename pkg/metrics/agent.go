@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 const ns = "dri_cdi_agent"
@@ -30,69 +29,24 @@ type Agent struct {
 
 // NewAgent creates the agent's metrics in a fresh registry.
 func NewAgent(version string) *Agent {
+	def := NewDefiner(ns)
 	a := &Agent{
-		Registry: prometheus.NewRegistry(),
-		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Name: "devices",
-			Help: "Kubelet devices advertised per resource and health (replicas count one each).",
-		}, []string{"resource", "health"}),
-		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "allocations_total",
-			Help: "Container allocations answered successfully, per resource.",
-		}, []string{"resource"}),
-		allocationErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "allocation_errors_total",
-			Help: "Container allocations refused, per resource and reason.",
-		}, []string{"resource", "reason"}),
-		preferred: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "preferred_allocations_total",
-			Help: "GetPreferredAllocation container requests answered, per resource.",
-		}, []string{"resource"}),
-		listAndWatchSends: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "list_and_watch_updates_total",
-			Help: "Device lists sent on ListAndWatch streams, per resource.",
-		}, []string{"resource"}),
-		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "registrations_total",
-			Help: "Registration attempts with the kubelet, per resource and result (success, error).",
-		}, []string{"resource", "result"}),
-		registered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Name: "registered",
-			Help: "1 while the resource is registered with the running kubelet, else 0.",
-		}, []string{"resource"}),
-		specSyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "spec_syncs_total",
-			Help: "CDI spec syncs, by result: changed (files written or removed), unchanged, error.",
-		}, []string{"result"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "errors_total",
-			Help: "Errors by component: discovery, specs, watch, uevent, server.",
-		}, []string{"component"}),
-		skipped: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Name: "discovery_skipped_entries",
-			Help: "Malformed DRM entries left out by the last discovery.",
-		}),
-		discoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "discoveries_total",
-			Help: "Discovery passes, by trigger: startup, inotify, uevent, resync, settle, retry.",
-		}, []string{"trigger"}),
-		reconcileSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Name: "reconcile_duration_seconds",
-			Help:    "Time from the first change event (or resync) to the updated device lists, including debounce, discovery and spec writes.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-		}),
+		Registry:          def.Registry,
+		devices:           def.GaugeVec("devices", "Kubelet devices advertised per resource and health (replicas count one each).", "resource", "health"),
+		allocations:       def.CounterVec("allocations_total", "Container allocations answered successfully, per resource.", "resource"),
+		allocationErrors:  def.CounterVec("allocation_errors_total", "Container allocations refused, per resource and reason.", "resource", "reason"),
+		preferred:         def.CounterVec("preferred_allocations_total", "GetPreferredAllocation container requests answered, per resource.", "resource"),
+		listAndWatchSends: def.CounterVec("list_and_watch_updates_total", "Device lists sent on ListAndWatch streams, per resource.", "resource"),
+		registrations:     def.CounterVec("registrations_total", "Registration attempts with the kubelet, per resource and result (success, error).", "resource", "result"),
+		registered:        def.GaugeVec("registered", "1 while the resource is registered with the running kubelet, else 0.", "resource"),
+		specSyncs:         def.CounterVec("spec_syncs_total", "CDI spec syncs, by result: changed (files written or removed), unchanged, error.", "result"),
+		errors:            def.CounterVec("errors_total", "Errors by component: discovery, specs, watch, uevent, server.", "component"),
+		skipped:           def.Gauge("discovery_skipped_entries", "Malformed DRM entries left out by the last discovery."),
+		discoveries:       def.CounterVec("discoveries_total", "Discovery passes, by trigger: startup, inotify, uevent, resync, settle, retry.", "trigger"),
+		reconcileSeconds:  def.Histogram("reconcile_duration_seconds", "Time from the first change event (or resync) to the updated device lists, including debounce, discovery and spec writes.", []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5}),
 	}
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: ns, Name: "build_info", Help: "Always 1; the version label is the agent's version.",
-	}, []string{"version"})
+	build := def.GaugeVec("build_info", "Always 1; the version label is the agent's version.", "version")
 	build.WithLabelValues(version).Set(1)
-	a.Registry.MustRegister(
-		a.devices, a.allocations, a.allocationErrors, a.preferred, a.listAndWatchSends,
-		a.registrations, a.registered, a.specSyncs, a.errors, a.skipped, a.discoveries,
-		a.reconcileSeconds, build,
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
 	return a
 }
 

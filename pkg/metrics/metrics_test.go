@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -87,19 +89,31 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, l, Handler(a.Registry, check), logrus.NewEntry(logrus.New())) }()
+	var warnings atomic.Pointer[[]string]
+	warnings.Store(&[]string{})
+	h := Handler(a.Registry, Health{Ready: check, Warnings: func() []string { return *warnings.Load() }})
+	go func() { done <- Serve(ctx, l, h, logrus.NewEntry(logrus.New())) }()
 	base := "http://" + l.Addr().String()
 
-	code, body := get(t, base+"/healthz")
-	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, "ok\n", body)
-	code, body = get(t, base+"/readyz")
-	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Contains(t, body, "not registered yet")
+	expect := func(path string, code int, body string) {
+		t.Helper()
+		gotCode, gotBody := get(t, base+path)
+		require.Equal(t, code, gotCode, path)
+		require.Equal(t, body, gotBody, path)
+	}
+	// Alive while not ready: /healthz has no check.
+	expect("/healthz", http.StatusOK, "ok\n")
+	expect("/readyz", http.StatusServiceUnavailable, "not ready: not registered yet\n")
 	ready.Store(true)
-	code, _ = get(t, base+"/readyz")
-	require.Equal(t, http.StatusOK, code)
-	code, body = get(t, base+"/metrics")
+	expect("/readyz", http.StatusOK, "ok\n")
+
+	// Warnings follow the verdict, ready or not, and never change it.
+	warnings.Store(&[]string{"/sys/class/drm: does not exist", "second"})
+	expect("/readyz", http.StatusOK, "ok\nwarning: /sys/class/drm: does not exist\nwarning: second\n")
+	ready.Store(false)
+	expect("/readyz", http.StatusServiceUnavailable, "not ready: not registered yet\nwarning: /sys/class/drm: does not exist\nwarning: second\n")
+	expect("/healthz", http.StatusOK, "ok\n")
+	code, body := get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `dri_cdi_agent_allocations_total{resource="dri-cdi.dev/i915"} 1`)
 
@@ -107,7 +121,21 @@ func TestServe(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+// TestHealthWithoutReadyCheck: a binary without a ready check is ready
+// as soon as it serves.
+func TestHealthWithoutReadyCheck(t *testing.T) {
+	srv := httptest.NewServer(Handler(NewAgent("test").Registry, Health{}))
+	t.Cleanup(srv.Close)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		code, body := get(t, srv.URL+path)
+		require.Equal(t, http.StatusOK, code, path)
+		require.Equal(t, "ok\n", body, path)
+	}
+}
+
 func TestListenBadAddress(t *testing.T) {
-	_, err := Listen("not an address")
-	require.ErrorContains(t, err, `"not an address"`)
+	for _, addr := range []string{"not an address", "256.0.0.1:http"} {
+		_, err := Listen(addr)
+		require.ErrorContains(t, err, strconv.Quote(addr))
+	}
 }

@@ -105,6 +105,16 @@ func (c *Client) Socket() string { return c.socket }
 // one wrapping ErrContainerNotFound. Any other error means the kubelet
 // could not be asked in time.
 func (c *Client) ContainerDevices(ctx context.Context, namespace, pod, container string) (map[string][]string, error) {
+	res, err := c.podResources(ctx, namespace, pod)
+	if err != nil {
+		return nil, err
+	}
+	return containerDevices(res, namespace, pod, container)
+}
+
+// podResources asks the kubelet about one pod, within the client's
+// timeout.
+func (c *Client) podResources(ctx context.Context, namespace, pod string) (*v1.PodResources, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 
@@ -137,10 +147,7 @@ func (c *Client) ContainerDevices(ctx context.Context, namespace, pod, container
 		case <-t.C:
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return containerDevices(res, namespace, pod, container)
+	return res, err
 }
 
 // Backoff between calls the kubelet rejected by its rate limit.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
+
+	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 )
 
 // UeventSubsystems are the subsystems whose uevents can change the DRM
@@ -47,18 +49,18 @@ func ParseUevent(b []byte) (Uevent, error) {
 	}
 	action, devpath, ok := strings.Cut(head, "@")
 	if !ok || action == "" || devpath == "" {
-		return Uevent{}, fmt.Errorf("%w: header %q is not action@devpath", ErrBadUevent, truncate(head))
+		return Uevent{}, fmt.Errorf("%w: header %q is not action@devpath", ErrBadUevent, alloc.Truncate(head))
 	}
 	ev := Uevent{Action: action, DevPath: devpath, Env: make(map[string]string, len(parts)-1)}
 	for _, p := range parts[1:] {
 		k, v, ok := strings.Cut(string(p), "=")
 		if !ok || k == "" {
-			return Uevent{}, fmt.Errorf("%w: variable %q is not KEY=VALUE", ErrBadUevent, truncate(string(p)))
+			return Uevent{}, fmt.Errorf("%w: variable %q is not KEY=VALUE", ErrBadUevent, alloc.Truncate(string(p)))
 		}
 		ev.Env[k] = v
 	}
 	if a := ev.Env["ACTION"]; a != "" && a != action {
-		return Uevent{}, fmt.Errorf("%w: header action %q but ACTION=%q", ErrBadUevent, truncate(action), truncate(a))
+		return Uevent{}, fmt.Errorf("%w: header action %q but ACTION=%q", ErrBadUevent, alloc.Truncate(action), alloc.Truncate(a))
 	}
 	ev.Subsystem = ev.Env["SUBSYSTEM"]
 	return ev, nil
@@ -66,13 +68,6 @@ func ParseUevent(b []byte) (Uevent, error) {
 
 // Relevant reports whether the event is from one of UeventSubsystems.
 func (u Uevent) Relevant() bool { return slices.Contains(UeventSubsystems, u.Subsystem) }
-
-func truncate(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
-}
 
 // UeventListener receives kernel uevents from a NETLINK_KOBJECT_UEVENT
 // socket and forwards the relevant ones.

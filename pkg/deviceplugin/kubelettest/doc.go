@@ -12,5 +12,5 @@
 // directory (or the whole directory) and serves kubelet.sock anew.
 //
 // Unix socket paths must stay under 108 bytes: put the directory in
-// os.MkdirTemp("", "dc"), not t.TempDir().
+// ShortDir (os.MkdirTemp("", "dc")), not t.TempDir().
 package kubelettest

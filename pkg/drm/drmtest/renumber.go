@@ -9,9 +9,9 @@ import "fmt"
 func (t *Tree) RebindAs(id string, card, render int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	g, ok := t.gpus[id]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownGPU, id)
+	g, err := t.gpu(id)
+	if err != nil {
+		return err
 	}
 	if t.bound[id] {
 		return fmt.Errorf("fake GPU %s: still bound; unbind it first", id)

@@ -126,13 +126,22 @@ func (t *Tree) GPUs() []GPU {
 
 // DevicePath returns the sysfs directory of the DRM parent device of the
 // GPU with this ID (the PCI function, the virtioN device, or the platform
+// gpu returns the fake GPU id; t.mu must be held.
+func (t *Tree) gpu(id string) (GPU, error) {
+	g, ok := t.gpus[id]
+	if !ok {
+		return GPU{}, fmt.Errorf("%w: %s", ErrUnknownGPU, id)
+	}
+	return g, nil
+}
+
 // device), e.g. <root>/sys/devices/pci0000:00/0000:00:02.0.
 func (t *Tree) DevicePath(id string) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	g, ok := t.gpus[id]
-	if !ok {
-		return "", fmt.Errorf("%w: %s", ErrUnknownGPU, id)
+	g, err := t.gpu(id)
+	if err != nil {
+		return "", err
 	}
 	return t.parentDir(g), nil
 }
@@ -170,9 +179,9 @@ func (t *Tree) Add(g GPU) error {
 func (t *Tree) Remove(id string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	g, ok := t.gpus[id]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownGPU, id)
+	g, err := t.gpu(id)
+	if err != nil {
+		return err
 	}
 	wasBound := t.bound[id]
 	if wasBound {
@@ -208,9 +217,9 @@ func (t *Tree) Remove(id string) error {
 func (t *Tree) Unbind(id string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	g, ok := t.gpus[id]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownGPU, id)
+	g, err := t.gpu(id)
+	if err != nil {
+		return err
 	}
 	if !t.bound[id] {
 		return nil
@@ -226,9 +235,9 @@ func (t *Tree) Unbind(id string) error {
 func (t *Tree) Rebind(id string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	g, ok := t.gpus[id]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownGPU, id)
+	g, err := t.gpu(id)
+	if err != nil {
+		return err
 	}
 	if t.bound[id] {
 		return nil

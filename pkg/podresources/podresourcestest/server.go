@@ -6,7 +6,9 @@
 // KubeletNotFound is set), List answers every pod, and
 // GetAllocatableResources answers what SetAllocatable recorded. Get can be
 // disabled the two ways real kubelets do (feature gate off, or an old
-// kubelet without the method), and every answer can be delayed.
+// kubelet without the method), and every answer can be delayed. DRA claim
+// devices set with SetClaims are reported in the containers'
+// DynamicResources, one entry per claim.
 package podresourcestest
 
 import (
@@ -25,6 +27,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
 // GetMode says how the fake answers Get.
@@ -48,9 +52,11 @@ type Server struct {
 	srv    *grpc.Server
 	done   chan struct{}
 
-	mu      sync.Mutex
-	pods    map[string]map[string]Container // "ns/name" → container → devices
-	alloc   Container                       // allocatable devices
+	mu   sync.Mutex
+	pods map[string]map[string]Container // "ns/name" → container → devices
+	// claims are the DRA claim devices: "ns/name" → container → devices.
+	claims  map[string]map[string][]podresources.ClaimDevice
+	alloc   Container // allocatable devices
 	delay   time.Duration
 	getMode GetMode
 	// kubeletNotFound makes Get answer an unknown pod the way the kubelet
@@ -74,6 +80,7 @@ func Start(socket string) (*Server, error) {
 		srv:    grpc.NewServer(),
 		done:   make(chan struct{}),
 		pods:   map[string]map[string]Container{},
+		claims: map[string]map[string][]podresources.ClaimDevice{},
 	}
 	v1.RegisterPodResourcesListerServer(s.srv, &service{s: s})
 	go func() {
@@ -101,6 +108,16 @@ func (s *Server) SetPod(namespace, name string, containers map[string]Container)
 	s.pods[namespace+"/"+name] = containers
 }
 
+// SetClaims records the DRA claim devices the kubelet prepared for the
+// containers of a pod recorded with SetPod, by container name. Like the
+// kubelet, the fake reports one DynamicResource per claim (name and
+// namespace), holding one ClaimResource per device, in the order given.
+func (s *Server) SetClaims(namespace, name string, claims map[string][]podresources.ClaimDevice) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claims[namespace+"/"+name] = claims
+}
+
 // SetAllocatable records the devices the node advertises, by resource.
 func (s *Server) SetAllocatable(devices Container) {
 	s.mu.Lock()
@@ -113,6 +130,7 @@ func (s *Server) RemovePod(namespace, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.pods, namespace+"/"+name)
+	delete(s.claims, namespace+"/"+name)
 }
 
 // SetDelay delays every answer by d, or until the call's deadline.
@@ -174,7 +192,7 @@ func (s *Server) wait(ctx context.Context) error {
 	}
 }
 
-func podResources(key string, containers map[string]Container) *v1.PodResources {
+func podResources(key string, containers map[string]Container, claims map[string][]podresources.ClaimDevice) *v1.PodResources {
 	ns, name, _ := strings.Cut(key, "/")
 	p := &v1.PodResources{Namespace: ns, Name: name}
 	names := make([]string, 0, len(containers))
@@ -195,9 +213,32 @@ func podResources(key string, containers map[string]Container) *v1.PodResources 
 				DeviceIds:    append([]string(nil), containers[n][r]...),
 			})
 		}
+		cr.DynamicResources = dynamicResources(claims[n])
 		p.Containers = append(p.Containers, cr)
 	}
 	return p
+}
+
+// dynamicResources groups claim devices by claim, as the kubelet's
+// GetDynamicResources does.
+func dynamicResources(devs []podresources.ClaimDevice) []*v1.DynamicResource {
+	var out []*v1.DynamicResource
+	byClaim := map[string]*v1.DynamicResource{}
+	for _, d := range devs {
+		key := d.Namespace + "/" + d.Claim
+		dr, ok := byClaim[key]
+		if !ok {
+			dr = &v1.DynamicResource{ClaimName: d.Claim, ClaimNamespace: d.Namespace}
+			byClaim[key] = dr
+			out = append(out, dr)
+		}
+		cr := &v1.ClaimResource{DriverName: d.Driver, PoolName: d.Pool, DeviceName: d.Device}
+		for _, name := range d.CDIDevices {
+			cr.CdiDevices = append(cr.CdiDevices, &v1.CDIDevice{Name: name})
+		}
+		dr.ClaimResources = append(dr.ClaimResources, cr)
+	}
+	return out
 }
 
 type service struct {
@@ -227,7 +268,7 @@ func (v *service) Get(ctx context.Context, req *v1.GetPodResourcesRequest) (*v1.
 		}
 		return nil, status.Errorf(codes.NotFound, "pod %s in namespace %s not found", req.GetPodName(), req.GetPodNamespace())
 	}
-	return &v1.GetPodResourcesResponse{PodResources: podResources(key, ctrs)}, nil
+	return &v1.GetPodResourcesResponse{PodResources: podResources(key, ctrs, s.claims[key])}, nil
 }
 
 func (v *service) List(ctx context.Context, _ *v1.ListPodResourcesRequest) (*v1.ListPodResourcesResponse, error) {
@@ -245,7 +286,7 @@ func (v *service) List(ctx context.Context, _ *v1.ListPodResourcesRequest) (*v1.
 	sort.Strings(keys)
 	rsp := &v1.ListPodResourcesResponse{}
 	for _, k := range keys {
-		rsp.PodResources = append(rsp.PodResources, podResources(k, s.pods[k]))
+		rsp.PodResources = append(rsp.PodResources, podResources(k, s.pods[k], s.claims[k]))
 	}
 	return rsp, nil
 }

@@ -16,30 +16,36 @@ import (
 // shutdownTimeout bounds how long Serve waits for open requests on exit.
 const shutdownTimeout = 2 * time.Second
 
-// Handler serves /metrics from reg, /healthz, and /readyz, which answers
-// 200 when ready returns nil and 503 with the error otherwise.
-func Handler(reg *prometheus.Registry, ready func() error) http.Handler {
-	return HandlerWithWarnings(reg, ready, nil)
+// Health is what a binary's /healthz and /readyz answer. /healthz has
+// no check: it answers 200 "ok" while the process serves HTTP at all, so a
+// liveness probe restarts only a process that is stuck or gone, never one
+// that waits for the kubelet or the runtime (it reconnects by itself).
+type Health struct {
+	// Ready returns nil when the process does its job, and otherwise why
+	// not; /readyz answers 200 "ok" or 503 "not ready: <reason>". Nil
+	// means always ready.
+	Ready func() error
+	// Warnings, when set, returns problems that do not make the process
+	// unready (a node without a GPU is normal) but that an operator asking
+	// should see; /readyz adds one "warning: ..." line each, ready or not.
+	Warnings func() []string
 }
 
-// HandlerWithWarnings is Handler whose /readyz also lists what warnings
-// returns, one "warning: ..." line each, whether ready or not: problems
-// that do not make the process unready (a node without a GPU is normal)
-// but that an operator asking it should see.
-func HandlerWithWarnings(reg *prometheus.Registry, ready func() error, warnings func() []string) http.Handler {
+// Handler serves /metrics from reg, and /healthz and /readyz from h.
+func Handler(reg *prometheus.Registry, h Health) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		plainText(w)
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		var notes []string
-		if warnings != nil {
-			notes = warnings()
+		if h.Warnings != nil {
+			notes = h.Warnings()
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if err := ready(); err != nil {
+		plainText(w)
+		if err := h.ready(); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, "not ready: "+err.Error())
 		} else {
@@ -50,6 +56,18 @@ func HandlerWithWarnings(reg *prometheus.Registry, ready func() error, warnings 
 		}
 	})
 	return mux
+}
+
+func (h Health) ready() error {
+	if h.Ready == nil {
+		return nil
+	}
+	return h.Ready()
+}
+
+func plainText(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 }
 
 // Listen opens addr (host:port; port 0 picks one) for Serve, so that
@@ -68,7 +86,7 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler, log *logrus.Entr
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
-	log.WithField("addr", l.Addr().String()).Info("serving metrics and health")
+	log.WithField("addr", l.Addr().String()).Info("serving /metrics, /healthz and /readyz")
 	select {
 	case err := <-errc:
 		return fmt.Errorf("metrics server: %w", err)

@@ -1,0 +1,64 @@
+package harness
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/template"
+)
+
+//go:embed manifests/dra-kustomization.yaml.tmpl
+var draOverlayTemplate string
+
+// DRAPluginDir is the DRA plugin's data dir on the node (its socket and
+// checkpoint), under the kubelet's plugins dir.
+func (n *Node) DRAPluginDir() string { return filepath.Join(n.PluginsDir(), "dri-cdi.dev") }
+
+// WriteDRAOverlay writes the e2e overlay of the repository's DRA overlay
+// (deployments/kustomize/overlays/dra) into dir (created) and returns dir,
+// for `kubectl apply -k`: both DaemonSets retargeted to the node's private
+// paths, so either runs, as the node's dri-cdi.dev/mode label says.
+func (c *Cluster) WriteDRAOverlay(dir string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	// Two levels: the base e2e overlay's patches retarget the device
+	// plugin's DaemonSet inside the DRA overlay (dir/device-plugin), so
+	// that the node can also be switched back to the device plugin; the
+	// DRA template on top retargets the DRA DaemonSet.
+	dpDir := filepath.Join(dir, "device-plugin")
+	if err := os.MkdirAll(dpDir, 0o755); err != nil {
+		return "", err
+	}
+	base, err := filepath.Rel(dpDir, filepath.Join(root, "deployments", "kustomize", "overlays", "dra"))
+	if err != nil {
+		return "", err
+	}
+	if err := c.writeKustomization(dpDir, base, "dri-cdi", true, OverlayOptions{}); err != nil {
+		return "", err
+	}
+	n := c.Node
+	data := map[string]any{
+		"Base":            "device-plugin",
+		"Sysfs":           n.SysfsRoot,
+		"Dev":             n.DevRoot,
+		"CDIDir":          n.CDIDir,
+		"NRIDir":          filepath.Dir(n.NRISocket),
+		"PodResourcesDir": filepath.Dir(n.PodResourcesSocket),
+		"RegistryDir":     n.PluginsRegistryDir(),
+		"PluginDir":       n.DRAPluginDir(),
+		"APIHost":         "127.0.0.1",
+		"APIPort":         fmt.Sprint(apiServerPort),
+	}
+	var buf bytes.Buffer
+	if err := template.Must(template.New("dra-overlay").Option("missingkey=error").Parse(draOverlayTemplate)).Execute(&buf, data); err != nil {
+		return "", fmt.Errorf("e2e DRA overlay: %w", err)
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), buf.Bytes(), 0o644)
+}

@@ -1,0 +1,56 @@
+package harness
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDRAOverlayRenders renders the e2e DRA overlay with kustomize (when
+// the e2e tools are installed) and checks that the DRA DaemonSet's host
+// paths moved to the node's private ones, the kubelet's plugin dirs at
+// the same path inside.
+func TestDRAOverlayRenders(t *testing.T) {
+	kustomize := filepath.Join(envOr(EnvCache, DefaultCache), "bin", "kustomize")
+	if executable(kustomize) != nil {
+		t.Skip("kustomize not installed (make e2e-tools)")
+	}
+	c := &Cluster{Node: &Node{SysfsRoot: "/e2e/drm/sys", DevRoot: "/e2e/drm/dev", CDIDir: "/e2e/cdi", KubeletRoot: "/e2e/kubelet",
+		NRISocket: "/e2e/nri-run/nri.sock", PodResourcesSocket: "/e2e/kubelet/pod-resources/kubelet.sock"}}
+	d, err := c.WriteDRAOverlay(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(kustomize, "build", d).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kustomize build: %v\n%s", err, out)
+	}
+	s := string(out)
+	i := strings.Index(s, "name: dri-cdi-dra\n  namespace: dri-cdi\nspec:")
+	if i < 0 {
+		t.Fatalf("no DRA DaemonSet in\n%s", s)
+	}
+	dp, dra := s[:i], s[i:]
+	// The device plugin's DaemonSet, before it, is retargeted too.
+	for _, want := range []string{"--sysfs-root=/e2e/drm/sys", "path: /e2e/cdi", "path: /e2e/kubelet/pod-resources"} {
+		if !strings.Contains(dp, want) {
+			t.Errorf("rendered device-plugin DaemonSet lacks %q", want)
+		}
+	}
+	for _, want := range []string{"--sysfs-root=/e2e/drm/sys", "--dev-root=/e2e/drm/dev",
+		"--registrar-dir=/e2e/kubelet/plugins_registry", "--plugin-data-dir=/e2e/kubelet/plugins/dri-cdi.dev",
+		"mountPath: /e2e/kubelet/plugins_registry", "path: /e2e/kubelet/plugins_registry",
+		"mountPath: /e2e/kubelet/plugins/dri-cdi.dev", "path: /e2e/kubelet/plugins/dri-cdi.dev",
+		"path: /e2e/drm/dev/dri", "mountPath: /e2e/drm/dev/dri", "path: /e2e/cdi", "hostNetwork: true",
+		"name: KUBERNETES_SERVICE_HOST\n          value: 127.0.0.1", "path: /e2e/nri-run", "path: /e2e/kubelet/pod-resources"} {
+		if !strings.Contains(dra, want) {
+			t.Errorf("rendered DRA DaemonSet lacks %q", want)
+		}
+	}
+	for _, gone := range []string{"/var/lib/kubelet/plugins", "path: /var/run/cdi", "path: /var/run/nri"} {
+		if strings.Contains(dra, gone) {
+			t.Errorf("rendered DRA DaemonSet still has %q", gone)
+		}
+	}
+}

@@ -1,0 +1,333 @@
+package scenarios
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dri-cdi/dri-cdi/e2e/harness"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+)
+
+const (
+	draDriver    = "dri-cdi.dev"
+	draDaemonSet = "dri-cdi-dra"
+	draPods      = "app.kubernetes.io/component=dra-node"
+	draModeLabel = "dri-cdi.dev/mode"
+)
+
+// hybridAMD is the node's AMD card next to harness.IntelGPU(0): card1,
+// renderD129, without /dev/kfd (the DRA DaemonSet mounts only /dev/dri).
+func hybridAMD() drmtest.GPU {
+	g := drmtest.AMDdGPU.WithNodes(1, 129)
+	g.KFD = false
+	return g
+}
+
+// TestClusterDRA runs dri-cdi as a DRA driver the way a user does, on the
+// real single-node cluster of TestClusterKustomize with a hybrid node (one
+// i915 and one amdgpu card): the node labelled dri-cdi.dev/mode=dra, the
+// DRA overlay applied with `kubectl apply -k`, and workloads that ask for
+// cards by ResourceClaim and by extended resource, placed by the
+// scheduler. The subtests run in order on one cluster, each building on
+// the state the previous one left.
+func TestClusterDRA(t *testing.T) {
+	ctx := context.Background()
+	intel, amd := harness.IntelGPU(0), hybridAMD()
+	c := startCluster(t, harness.ClusterOptions{Name: "dra", GPUs: []drmtest.GPU{intel, amd}})
+	intelRender, amdRender := harness.RenderPath(intel), harness.RenderPath(amd)
+
+	requireStep(t, "ControlPlaneServesDRA", func(t *testing.T) {
+		require.NoError(t, c.RequireDRA(ctx))
+	})
+
+	requireStep(t, "LabelledNodeRunsTheDRADaemonSetOnly", func(t *testing.T) {
+		require.NoError(t, c.LabelNode(ctx, draModeLabel, "dra"))
+		overlay, err := c.WriteDRAOverlay(filepath.Join(c.Dir, "overlay-dra"))
+		require.NoError(t, err)
+		rendered, err := c.Kustomize(ctx, overlay)
+		require.NoError(t, err)
+		require.Contains(t, rendered, "image: "+c.Image, "the manifests must name the image `make image` built")
+		kubectl(t, c, "apply", "-k", overlay)
+		t.Cleanup(func() {
+			if t.Failed() {
+				logPodContainers(t, c, driCDINamespace, draPods)
+			}
+		})
+		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
+		var ds struct{ harness.DaemonSetStatus }
+		require.NoError(t, c.GetJSON(ctx, &ds, "daemonset", driCDIDaemonSet, "-n", driCDINamespace))
+		require.Zero(t, ds.Status.DesiredNumberScheduled, "the device plugin must not run on a DRA node")
+		pods, err := c.Pods(ctx, driCDINamespace, driCDIPods)
+		require.NoError(t, err)
+		require.Empty(t, pods, "no device-plugin pod on the DRA node")
+		n, err := c.Allocatable(ctx, resource)
+		require.NoError(t, err)
+		require.Zero(t, n, "no device plugin advertises %s here", resource)
+	})
+
+	requireStep(t, "SliceListsBothCards", func(t *testing.T) {
+		devs := waitSlice(t, c, 2)
+		i, a := sliceDevice(t, devs, intel), sliceDevice(t, devs, amd)
+		require.Equal(t, "i915", i.Attributes["driver"])
+		require.Equal(t, "amdgpu", a.Attributes["driver"])
+		require.Equal(t, "8086", i.Attributes["vendorID"])
+		require.Equal(t, "1002", a.Attributes["vendorID"])
+		require.Equal(t, intel.ID(), i.Attributes["resource.kubernetes.io/pciBusID"])
+		require.Equal(t, "dri-cdi.dev/i915", i.Attributes["resource"])
+		require.Equal(t, strconv.Itoa(intel.Render), i.Attributes["renderMinor"])
+	})
+
+	var celClaim harness.Claim
+	requireStep(t, "ClaimTemplateByCELGetsTheIntelCard", func(t *testing.T) {
+		apply(t, c, harness.ResourceClaimTemplate("intel", harness.DRAClass, `device.attributes["dri-cdi.dev"].driver == "i915"`))
+		apply(t, c, harness.ClaimPod("cel", harness.ClaimRef{Template: "intel"}, intelRender, amdRender))
+		res := claimPodProbes(t, c, "cel", intelRender, amdRender)
+		require.Equal(t, harness.ENXIO, res[intelRender].Errno, "the i915 card's render node: %s", res[intelRender].Message)
+		require.Equal(t, harness.ENOENT, res[amdRender].Errno, "the amdgpu card is not the pod's: %s", res[amdRender].Message)
+		celClaim = podClaim(t, c, "cel")
+		require.Equal(t, []string{sliceDevice(t, waitSlice(t, c, 2), intel).Name}, celClaim.Devices())
+		require.FileExists(t, filepath.Join(c.Node.DRAPluginDir(), "checkpoint.json"))
+		requireCheckpointHas(t, c, celClaim.Metadata.UID, true)
+	})
+
+	t.Run("NRIPluginAuthorizesTheClaim", func(t *testing.T) {
+		// containerd 2.4 passes the claim's CDI names to NRI; dri-cdi-nri
+		// confirms them against the container's DynamicResources and
+		// finds the nodes CDI injected: "verified", no error.
+		m := nriMetrics(t, c)
+		require.GreaterOrEqual(t, metricValue(m, `dri_cdi_nri_handler_duration_seconds_count{result="verified"}`), 1.0, m)
+		require.Zero(t, metricValue(m, `dri_cdi_nri_handler_duration_seconds_count{result="error"}`), m)
+	})
+
+	requireStep(t, "ClaimDeletedWithItsPodIsUnprepared", func(t *testing.T) {
+		kubectl(t, c, "delete", "pod", "cel", "--wait=true")
+		require.Eventually(t, func() bool {
+			claims, err := c.Claims(ctx, "default")
+			if err != nil {
+				return false
+			}
+			for _, cl := range claims {
+				if cl.Metadata.UID == celClaim.Metadata.UID {
+					return false
+				}
+			}
+			return true
+		}, 60*time.Second, time.Second, "the template's claim must be deleted with its pod")
+		require.Eventually(t, func() bool { return !checkpointHas(t, c, celClaim.Metadata.UID) }, 60*time.Second, time.Second,
+			"the plugin must unprepare the claim (its checkpoint still names %s)", celClaim.Metadata.UID)
+	})
+
+	var ext *harness.MediaReport
+	requireStep(t, "ExtendedResourcePodIsServedByDRA", func(t *testing.T) {
+		// The stock media-server Deployment of TestClusterKustomize,
+		// unchanged: resources.limits dri-cdi.dev/i915: 1.
+		apply(t, c, harness.MediaServer("ext", resource, 1))
+		pod, rep := mediaServer(t, c, "ext")
+		requireMediaServerOpens(t, rep)
+		require.Equal(t, intelRender, rep.Node)
+		names, err := c.PodClaimNames(ctx, "default", pod.Metadata.Name)
+		require.NoError(t, err)
+		require.Len(t, names, 1, "the scheduler must have made the pod's extended-resource claim")
+		var cl harness.Claim
+		require.NoError(t, c.GetJSON(ctx, &cl, "resourceclaim", names[0], "-n", "default"))
+		require.Equal(t, []string{sliceDevice(t, waitSlice(t, c, 2), intel).Name}, cl.Devices())
+		ext = rep
+	})
+
+	requireStep(t, "SharedClaimGivesTwoPodsTheSameCard", func(t *testing.T) {
+		apply(t, c, harness.ResourceClaim("shared", harness.DRAClass, `device.attributes["dri-cdi.dev"].driver == "amdgpu"`))
+		for _, p := range []string{"share-a", "share-b"} {
+			apply(t, c, harness.ClaimPod(p, harness.ClaimRef{Claim: "shared"}, amdRender, intelRender))
+		}
+		for _, p := range []string{"share-a", "share-b"} {
+			res := claimPodProbes(t, c, p, amdRender, intelRender)
+			require.Equal(t, harness.ENXIO, res[amdRender].Errno, "%s: the shared amdgpu card: %s", p, res[amdRender].Message)
+			require.Equal(t, harness.ENOENT, res[intelRender].Errno, "%s: the i915 card is the ext pod's", p)
+		}
+		var cl harness.Claim
+		require.NoError(t, c.GetJSON(ctx, &cl, "resourceclaim", "shared", "-n", "default"))
+		require.Equal(t, []string{sliceDevice(t, waitSlice(t, c, 2), amd).Name}, cl.Devices())
+		var users []string
+		for _, r := range cl.Status.ReservedFor {
+			users = append(users, r.Name)
+		}
+		require.ElementsMatch(t, []string{"share-a", "share-b"}, users)
+	})
+
+	requireStep(t, "PluginRestartKeepsRunningPodsAndServesNewOnes", func(t *testing.T) {
+		before := mustOnePod(t, c, "default", "app=ext")
+		id := before.ContainerID("server")
+		plugin := mustOnePod(t, c, driCDINamespace, draPods)
+		kubectl(t, c, "delete", "pod", "-n", driCDINamespace, plugin.Metadata.Name, "--wait=true")
+		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
+		require.NotEqual(t, plugin.Metadata.UID, mustOnePod(t, c, driCDINamespace, draPods).Metadata.UID)
+
+		after := mustOnePod(t, c, "default", "app=ext")
+		require.Equal(t, before.Metadata.UID, after.Metadata.UID, "the GPU pod must keep running")
+		require.Equal(t, id, after.ContainerID("server"), "the GPU container must not be restarted")
+		r := probeRunning(t, c, id, ext.Node)
+		require.Equal(t, harness.ENXIO, r.Errno, "the running pod must keep its device: %s", r.Message)
+
+		// A new pod on the claim prepared before the restart, and a new
+		// claim: the new plugin serves both.
+		apply(t, c, harness.ClaimPod("share-c", harness.ClaimRef{Claim: "shared"}, amdRender))
+		res := claimPodProbes(t, c, "share-c", amdRender)
+		require.Equal(t, harness.ENXIO, res[amdRender].Errno, res[amdRender].Message)
+		kubectl(t, c, "delete", "deployment", "ext", "--wait=true")
+		waitNoPods(t, c, "default", "app=ext", 60*time.Second)
+		apply(t, c, harness.ClaimPod("cel-after", harness.ClaimRef{Template: "intel"}, intelRender))
+		res = claimPodProbes(t, c, "cel-after", intelRender)
+		require.Equal(t, harness.ENXIO, res[intelRender].Errno, res[intelRender].Message)
+	})
+
+	t.Run("HotplugShowsInTheSlice", func(t *testing.T) {
+		hot := harness.IntelGPU(2)
+		require.NoError(t, c.Node.Tree.Add(hot))
+		sliceDevice(t, waitSlice(t, c, 3), hot)
+		require.NoError(t, c.Node.Tree.Remove(hot.ID()))
+		devs := waitSlice(t, c, 2)
+		for _, d := range devs {
+			require.NotEqual(t, hot.ID(), d.Attributes["id"], "the removed card must leave the slice")
+		}
+	})
+
+	t.Run("CDIAnnotationWithoutClaimGetsNothing", func(t *testing.T) {
+		// A pod that asks for no claim but names the amdgpu card's CDI
+		// device (shared by share-a, -b, -c) in a cdi.k8s.io annotation.
+		apply(t, c, harness.AnnotatedPod("forged", cdiName(amd), amdRender))
+		res := claimPodProbes(t, c, "forged", amdRender)
+		require.Equal(t, harness.ENOENT, res[amdRender].Errno, "a pod without a claim must not get the card: %s", res[amdRender].Message)
+		kubectl(t, c, "delete", "pod", "forged", "--wait=true")
+	})
+
+	t.Run("DoctorSeesOneMode", func(t *testing.T) {
+		rep, text, err := c.Node.Doctor(ctx, harness.DeliveryCDICRI)
+		require.NoError(t, err)
+		var found bool
+		for _, r := range rep.Results {
+			if r.Name == "dra.one-mode" {
+				found = true
+				require.Equal(t, "OK", r.Status, "%s\n%s", r.Message, text)
+				require.Contains(t, r.Message, "DRA driver dri-cdi.dev registered")
+			}
+		}
+		require.True(t, found, "no dra.one-mode check in\n%s", text)
+	})
+}
+
+// logPodContainers logs the output of every container of the pods
+// matching selector, read through CRI, for a failed step.
+func logPodContainers(t *testing.T, c *harness.Cluster, ns, selector string) {
+	pods, err := c.Pods(context.Background(), ns, selector)
+	if err != nil {
+		t.Logf("list pods %s: %v", selector, err)
+		return
+	}
+	for i := range pods {
+		for _, s := range pods[i].Status.ContainerStatuses {
+			out, err := c.ContainerLogs(context.Background(), &pods[i], s.Name)
+			t.Logf("---- %s/%s container %s (err %v) ----\n%s", ns, pods[i].Metadata.Name, s.Name, err, out)
+		}
+	}
+}
+
+// waitSlice waits until the node's ResourceSlice of our driver lists n
+// devices and returns them.
+func waitSlice(t *testing.T, c *harness.Cluster, n int) map[string]harness.SliceDevice {
+	t.Helper()
+	var devs map[string]harness.SliceDevice
+	require.Eventually(t, func() bool {
+		var err error
+		devs, err = c.ResourceSliceDevices(context.Background(), draDriver)
+		return err == nil && len(devs) == n
+	}, 90*time.Second, 250*time.Millisecond, "ResourceSlice of %s must list %d devices, lists %v", draDriver, n, devs)
+	return devs
+}
+
+// sliceDevice finds g in the slice by its id attribute.
+func sliceDevice(t *testing.T, devs map[string]harness.SliceDevice, g drmtest.GPU) harness.SliceDevice {
+	t.Helper()
+	for _, d := range devs {
+		if d.Attributes["id"] == g.ID() {
+			return d
+		}
+	}
+	t.Fatalf("no device with id %s in the slice: %v", g.ID(), devs)
+	return harness.SliceDevice{}
+}
+
+// claimPodProbes waits for a ClaimPod's (or AnnotatedPod's) probe output.
+func claimPodProbes(t *testing.T, c *harness.Cluster, name string, paths ...string) map[string]harness.ProbeResult {
+	t.Helper()
+	_, out, err := c.WaitContainerOutput(context.Background(), "default", "app="+name, "app", harness.ProbeDone, 2*time.Minute)
+	require.NoError(t, err)
+	return parseProbes(t, out, paths...)
+}
+
+// podClaim returns the one ResourceClaim a pod uses.
+func podClaim(t *testing.T, c *harness.Cluster, pod string) harness.Claim {
+	t.Helper()
+	names, err := c.PodClaimNames(context.Background(), "default", pod)
+	require.NoError(t, err)
+	require.Len(t, names, 1)
+	var cl harness.Claim
+	require.NoError(t, c.GetJSON(context.Background(), &cl, "resourceclaim", names[0], "-n", "default"))
+	return cl
+}
+
+// checkpointHas reports whether the DRA plugin's checkpoint on the node
+// names claim uid.
+func checkpointHas(t *testing.T, c *harness.Cluster, uid string) bool {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(c.Node.DRAPluginDir(), "checkpoint.json"))
+	require.NoError(t, err)
+	return strings.Contains(string(raw), uid)
+}
+
+func requireCheckpointHas(t *testing.T, c *harness.Cluster, uid string, want bool) {
+	t.Helper()
+	require.Equal(t, want, checkpointHas(t, c, uid), "claim %s in the DRA plugin's checkpoint", uid)
+}
+
+// nriMetrics reads the DRA pod's NRI plugin metrics. The e2e DRA pod
+// runs in the host's network namespace (see harness.WriteDRAOverlay), and
+// the API server's pod proxy refuses loopback pod addresses, so they are
+// read on the host's loopback directly.
+func nriMetrics(t *testing.T, c *harness.Cluster) string {
+	t.Helper()
+	mustOnePod(t, c, driCDINamespace, draPods)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:9471/metrics", nil)
+	require.NoError(t, err)
+	rsp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer rsp.Body.Close()
+	body, err := io.ReadAll(rsp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, rsp.StatusCode, string(body))
+	return string(body)
+}
+
+// metricValue returns the value of one series ("name{labels}") in a
+// /metrics answer, 0 when absent.
+func metricValue(body, series string) float64 {
+	for _, l := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(l, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return 0
+}

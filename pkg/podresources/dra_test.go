@@ -1,0 +1,81 @@
+package podresources_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dri-cdi/dri-cdi/pkg/podresources"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
+)
+
+func TestContainerAllocation(t *testing.T) {
+	gpu := podresources.ClaimDevice{
+		Claim: "gpu-claim", Namespace: "default", Driver: "dri-cdi.dev", Pool: "node-a", Device: "pci-0000-00-02-0",
+		CDIDevices: []string{"dri-cdi.dev/gpu=0000:00:02.0"},
+	}
+	nic := podresources.ClaimDevice{
+		Claim: "gpu-claim", Namespace: "default", Driver: "nic.example.com", Pool: "node-a", Device: "eth1",
+		CDIDevices: []string{"nic.example.com/nic=eth1"},
+	}
+	shared := podresources.ClaimDevice{
+		Claim: "shared", Namespace: "default", Driver: "dri-cdi.dev", Pool: "node-a", Device: "pci-0000-03-00-0",
+		CDIDevices: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
+	}
+	tests := map[string]struct {
+		getMode   podresourcestest.GetMode
+		container string
+		want      podresources.Allocation
+		wantErr   error
+	}{
+		"devices and claims of one container": {
+			container: "app",
+			want: podresources.Allocation{
+				Devices: map[string][]string{"dri-cdi.dev/i915": {"0000:00:02.0"}, "example.com/nic": {"eth1"}},
+				Claims:  []podresources.ClaimDevice{gpu, nic, shared},
+			},
+		},
+		"the same through List": {
+			getMode:   podresourcestest.GetDisabled,
+			container: "app",
+			want: podresources.Allocation{
+				Devices: map[string][]string{"dri-cdi.dev/i915": {"0000:00:02.0"}, "example.com/nic": {"eth1"}},
+				Claims:  []podresources.ClaimDevice{gpu, nic, shared},
+			},
+		},
+		"another container's claims are not this one's": {
+			container: "sidecar",
+			want:      podresources.Allocation{Devices: map[string][]string{}, Claims: []podresources.ClaimDevice{shared}},
+		},
+		"unknown container": {
+			container: "nope",
+			wantErr:   podresources.ErrContainerNotFound,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := startFake(t)
+			s.SetGetMode(tc.getMode)
+			s.SetClaims("default", "gpu", map[string][]podresources.ClaimDevice{
+				"app":     {gpu, nic, shared},
+				"sidecar": {shared},
+			})
+			c := newClient(t, s.Socket())
+			got, err := c.ContainerAllocation(context.Background(), "default", "gpu", tc.container)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestContainerAllocationUnknownPod(t *testing.T) {
+	s := startFake(t)
+	c := newClient(t, s.Socket())
+	_, err := c.ContainerAllocation(context.Background(), "default", "other", "app")
+	require.ErrorIs(t, err, podresources.ErrPodNotFound)
+}
