@@ -217,6 +217,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	b.step("in-process measurements", b.inProcess)
 	b.step("dri-cdi-agent with a fake kubelet", b.agentBinary)
+	b.step("dri-cdi-dra with a fake kubelet and a stub API server", b.draBinary)
 	if b.suite != nil {
 		b.step(containerStep, func() error { return b.containerPath(ctx, b.suite) })
 	}

@@ -64,6 +64,8 @@ var Keys = []KeySpec{
 	{Name: "nri_handler_p99_us_gpu", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 500}},
 	{Name: "podresources_p99_us", Unit: "us", Stat: "p99"},
 	{Name: "allocate_p99_us", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 200}},
+	{Name: "dra_prepare_p99_us", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 5000}},
+	{Name: "dra_prepare_vs_allocate_ratio", Unit: "ratio", Stat: "p99 / p99"},
 	{Name: "scan_write_ms_16", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 20}},
 	{Name: "scan_write_ms_128", Unit: "ms", Stat: "median"},
 	{Name: "scan_write_growth_128", Unit: "ratio", Stat: "scan_write_ms_128 / scan_write_ms_16", Goal: Goal{Op: "<=", Value: 8}},
@@ -73,6 +75,7 @@ var Keys = []KeySpec{
 	{Name: "kubelet_restart_reregister_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 1000}},
 	{Name: "agent_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 15}},
 	{Name: "nri_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 12}},
+	{Name: "dra_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 30}},
 	{Name: "dra_pod_start_ratio", Unit: "ratio", Stat: "median DRA / device plugin", Goal: Goal{Op: "<=", Value: 1.25}},
 }
 

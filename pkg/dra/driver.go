@@ -97,6 +97,8 @@ type Driver struct {
 	helper        *kubeletplugin.Helper
 	published     bool
 	fatal         chan error
+	// kick asks Run to publish the latest devices.
+	kick chan struct{}
 }
 
 // NewDriver checks the options; nothing is started until Run.
@@ -123,12 +125,13 @@ func NewDriver(o Options) (*Driver, error) {
 		log:           o.Log,
 		healthChanged: make(chan struct{}),
 		fatal:         make(chan error, 1),
+		kick:          make(chan struct{}, 1),
 	}, nil
 }
 
 // Update publishes the cards of one agent pass as the node's slice
-// (agent.Publisher). Before Run has started the helper it only keeps
-// them.
+// (agent.Publisher): it keeps them for prepare and has Run hand them to
+// the helper, without waiting for the API server.
 func (d *Driver) Update(pools []config.Pool, unhealthy map[string]bool) error {
 	inv, problems := Build(pools, unhealthy, d.opts.SysfsRoot)
 	for _, p := range problems {
@@ -143,10 +146,14 @@ func (d *Driver) Update(pools []config.Pool, unhealthy map[string]bool) error {
 		close(d.healthChanged)
 		d.healthChanged = make(chan struct{})
 	}
-	if d.helper == nil {
-		return nil
+	// Run publishes: the helper's first publish waits for its informer to
+	// sync with the API server, which must stall neither the discovery
+	// loop nor prepare.
+	select {
+	case d.kick <- struct{}{}:
+	default:
 	}
-	return d.publishLocked()
+	return nil
 }
 
 func sameDevices(a, b map[string]Device) bool {
@@ -168,16 +175,22 @@ func (d *Driver) resources() resourceslice.DriverResources {
 	}}
 }
 
-func (d *Driver) publishLocked() error {
-	// The helper's controller copies and diffs; an unchanged set costs
-	// no API call.
-	if err := d.helper.PublishResources(context.Background(), d.resources()); err != nil {
-		d.opts.Metrics.published(err)
-		return fmt.Errorf("publish ResourceSlice: %w", err)
+// publish hands the latest devices to the helper. Only Run calls it.
+// The helper's controller copies and diffs; an unchanged set costs no
+// API call.
+func (d *Driver) publish(h *kubeletplugin.Helper) {
+	d.mu.Lock()
+	res := d.resources()
+	d.mu.Unlock()
+	err := h.PublishResources(context.Background(), res)
+	d.opts.Metrics.published(err)
+	if err != nil {
+		d.log.WithError(err).Error("cannot publish the ResourceSlice")
+		return
 	}
-	d.opts.Metrics.published(nil)
+	d.mu.Lock()
 	d.published = true
-	return nil
+	d.mu.Unlock()
 }
 
 // Ready is nil once the slice was handed to the helper and the kubelet
@@ -222,11 +235,7 @@ func (d *Driver) Run(ctx context.Context) error {
 		if err == nil {
 			d.mu.Lock()
 			d.helper = h
-			err = d.publishLocked()
 			d.mu.Unlock()
-			if err != nil {
-				d.log.WithError(err).Error("cannot publish the ResourceSlice")
-			}
 			d.log.WithFields(logrus.Fields{"driver": DriverName, "pool": d.opts.NodeName, "pluginDataDir": d.opts.PluginDataDir,
 				"registrarDir": d.opts.RegistrarDir, "rollingUpdate": d.opts.PodUID != ""}).Info("kubelet plugin started")
 			break
@@ -239,12 +248,26 @@ func (d *Driver) Run(ctx context.Context) error {
 		case <-time.After(retry):
 		}
 	}
-	var err error
+	// Publish what the loop gave so far, then every change. The first
+	// publish returns once the helper's informer synced with the API
+	// server; meanwhile prepare works and Ready says why it is not.
+	helper := d.helper
 	select {
-	case <-ctx.Done():
-	case err = <-d.fatal:
+	case d.kick <- struct{}{}:
+	default:
 	}
-	d.helper.Stop()
+	var err error
+	for err == nil {
+		select {
+		case <-ctx.Done():
+			helper.Stop()
+			return nil
+		case err = <-d.fatal:
+		case <-d.kick:
+			d.publish(helper)
+		}
+	}
+	helper.Stop()
 	return err
 }
 

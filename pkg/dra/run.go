@@ -98,6 +98,10 @@ func newClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client config (kubeconfig %q): %w", kubeconfig, err)
 	}
 	cfg.UserAgent = "dri-cdi-dra"
+	// client-go's default of 5 requests/s would queue the claim GET of
+	// every NodePrepareResources behind the slice controller's requests;
+	// a node starting a burst of pods needs more.
+	cfg.QPS, cfg.Burst = 50, 100
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

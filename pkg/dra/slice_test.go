@@ -37,7 +37,7 @@ func str(s string) resourceapi.DeviceAttribute {
 func num(i int64) resourceapi.DeviceAttribute {
 	return resourceapi.DeviceAttribute{IntValue: ptr.To(i)}
 }
-func flag(b bool) resourceapi.DeviceAttribute {
+func boolAttr(b bool) resourceapi.DeviceAttribute {
 	return resourceapi.DeviceAttribute{BoolValue: ptr.To(b)}
 }
 
@@ -50,12 +50,12 @@ func TestBuildHybridNode(t *testing.T) {
 	require.Equal(t, []resourceapi.Device{
 		{Name: "pci-0000-00-02-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			"id": str("0000:00:02.0"), "driver": str("i915"), "resource": str("dri-cdi.dev/i915"), "bus": str("pci"),
-			"vendorID": str("8086"), "deviceID": str("7d55"), "cardMinor": num(1), "renderMinor": num(128), "displayOnly": flag(false),
+			"vendorID": str("8086"), "deviceID": str("7d55"), "cardMinor": num(1), "renderMinor": num(128), "displayOnly": boolAttr(false),
 			"resource.kubernetes.io/pciBusID": str("0000:00:02.0"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
 		}},
 		{Name: "pci-0000-03-00-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			"id": str("0000:03:00.0"), "driver": str("amdgpu"), "resource": str("dri-cdi.dev/amdgpu"), "bus": str("pci"),
-			"vendorID": str("1002"), "deviceID": str("744c"), "cardMinor": num(2), "renderMinor": num(129), "displayOnly": flag(false),
+			"vendorID": str("1002"), "deviceID": str("744c"), "cardMinor": num(2), "renderMinor": num(129), "displayOnly": boolAttr(false),
 			"resource.kubernetes.io/pciBusID": str("0000:03:00.0"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
 			"resource.kubernetes.io/numaNode": num(1),
 		}},
@@ -95,7 +95,7 @@ pools:
 	for _, d := range inv.Devices {
 		switch d.Name {
 		case "pci-0000-02-00-0":
-			require.Equal(t, flag(true), d.Attributes[AttrDisplayOnly])
+			require.Equal(t, boolAttr(true), d.Attributes[AttrDisplayOnly])
 			require.NotContains(t, d.Attributes, AttrRenderMinor)
 			require.Equal(t, str("example.com/display"), d.Attributes[AttrResource])
 			require.Equal(t, num(0), d.Attributes["resource.kubernetes.io/numaNode"])

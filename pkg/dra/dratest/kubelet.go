@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
@@ -41,7 +43,20 @@ func Register(ctx context.Context, sock, refuse string) (*Plugin, error) {
 		return nil, fmt.Errorf("dial %s: %w", sock, err)
 	}
 	rc := registerapi.NewRegistrationClient(reg)
-	info, err := rc.GetInfo(ctx, &registerapi.InfoRequest{})
+	// The socket file exists from bind on, before the plugin listens; the
+	// kubelet's plugin manager retries a socket it could not reach, and
+	// so does this.
+	var info *registerapi.PluginInfo
+	for {
+		info, err = rc.GetInfo(ctx, &registerapi.InfoRequest{})
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		reg.Close()
 		return nil, fmt.Errorf("GetInfo on %s: %w", sock, err)
@@ -58,14 +73,14 @@ func Register(ctx context.Context, sock, refuse string) (*Plugin, error) {
 	if err == nil && refuse == "" {
 		p.dra, err = grpc.NewClient("unix://"+info.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
-	status := &registerapi.RegistrationStatus{PluginRegistered: err == nil && refuse == ""}
+	st := &registerapi.RegistrationStatus{PluginRegistered: err == nil && refuse == ""}
 	if err != nil {
-		status.Error = err.Error()
+		st.Error = err.Error()
 	} else if refuse != "" {
-		status.Error = refuse
+		st.Error = refuse
 	}
 	// A plugin answers a refusal with an error, which the kubelet ignores.
-	if _, nerr := rc.NotifyRegistrationStatus(ctx, status); nerr != nil && err == nil && refuse == "" {
+	if _, nerr := rc.NotifyRegistrationStatus(ctx, st); nerr != nil && err == nil && refuse == "" {
 		err = fmt.Errorf("NotifyRegistrationStatus: %w", nerr)
 	}
 	if err != nil || refuse != "" {
