@@ -16,11 +16,13 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/dra"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
+	"github.com/dri-cdi/dri-cdi/pkg/gctune"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
 
 func main() {
+	gctune.Apply()
 	var o dra.RunOptions
 	var logFlags logging.Flags
 	fs := dra.NewFlagSet(&o, &logFlags)

@@ -119,7 +119,12 @@ func TestRunFollowsTheNode(t *testing.T) {
 	}, 30*time.Second, time.Millisecond)
 	// Removal: the card leaves the slice.
 	require.NoError(t, tree.Remove("0000:05:00.0"))
-	require.Eventually(t, func() bool { _, ok := devicesOf(t, e)["pci-0000-05-00-0"]; return !ok }, 30*time.Second, time.Millisecond)
+	// (devicesOf is nil while the slice is being replaced: not a removal.)
+	require.Eventually(t, func() bool {
+		devs := devicesOf(t, e)
+		_, ok := devs["pci-0000-05-00-0"]
+		return len(devs) == 2 && !ok
+	}, 30*time.Second, time.Millisecond)
 
 	_, metrics := get(t, base+"/metrics")
 	for _, m := range []string{`dri_cdi_dra_prepare_claims_total{result="success"} 1`, `dri_cdi_dra_prepare_claims_total{result="unhealthy"} 1`,

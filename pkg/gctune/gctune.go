@@ -1,5 +1,5 @@
 // Package gctune sets the garbage collector default of dri-cdi's
-// long-running daemons (dri-cdi-agent, dri-cdi-nri).
+// long-running daemons (dri-cdi-agent, dri-cdi-nri, dri-cdi-dra).
 //
 // Their live heap is about 1 MB, far below the 4 MB the Go runtime lets a
 // heap reach before its first collection at the default GOGC=100 (the
