@@ -132,6 +132,25 @@ func (e *env) prepare(claims ...*drapb.Claim) map[string]*drapb.NodePrepareResou
 	return resp.Claims
 }
 
+// unprepare unprepares claims and requires that each one succeeded.
+func (e *env) unprepare(claims ...*drapb.Claim) {
+	e.t.Helper()
+	resp, err := e.plugin.Unprepare(context.Background(), claims...)
+	require.NoError(e.t, err)
+	for _, c := range claims {
+		require.Contains(e.t, resp.Claims, c.Uid)
+		require.Empty(e.t, resp.Claims[c.Uid].Error, c.Uid)
+	}
+}
+
+// preparedUIDs is the UIDs of the claims in the checkpoint.
+func (e *env) preparedUIDs() []string {
+	e.t.Helper()
+	prepared, err := e.d.Prepared()
+	require.NoError(e.t, err)
+	return keys(prepared)
+}
+
 func cdiIDs(r *drapb.NodePrepareResourceResponse) []string {
 	var out []string
 	for _, d := range r.Devices {
@@ -196,19 +215,12 @@ func TestPrepareReturnsTheCardsCDINames(t *testing.T) {
 	require.Equal(t, cdiIDs(got["uid-1"]), cdiIDs(again["uid-1"]))
 
 	// Unprepare releases; the card is then free for another claim.
-	resp, err := e.plugin.Unprepare(context.Background(), one)
-	require.NoError(t, err)
-	require.Empty(t, resp.Claims["uid-1"].Error)
+	e.unprepare(one)
 	three := e.claim("three", "uid-3", result("gpu", "pci-0000-01-00-0"))
 	require.Empty(t, e.prepare(three)["uid-3"].Error)
 	// Unprepare of a claim that is not prepared is no error.
-	resp, err = e.plugin.Unprepare(context.Background(), one, dratest.Claim("ns", "never", "uid-never"))
-	require.NoError(t, err)
-	require.Empty(t, resp.Claims["uid-1"].Error)
-	require.Empty(t, resp.Claims["uid-never"].Error)
-	prepared, err := e.d.Prepared()
-	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"uid-2", "uid-3"}, keys(prepared))
+	e.unprepare(one, dratest.Claim("ns", "never", "uid-never"))
+	require.ElementsMatch(t, []string{"uid-2", "uid-3"}, e.preparedUIDs())
 }
 
 func keys[V any](m map[string]V) []string {
@@ -265,9 +277,7 @@ func TestPrepareRefusesBadClaims(t *testing.T) {
 		})
 	}
 	// None of them was recorded; the holder's claim is intact.
-	prepared, err := e.d.Prepared()
-	require.NoError(t, err)
-	require.Equal(t, []string{"uid-h"}, keys(prepared))
+	require.Equal(t, []string{"uid-h"}, e.preparedUIDs())
 
 	// A bad claim in a batch fails alone.
 	ok := e.claim("ok", "uid-ok", result("gpu", "pci-0000-01-00-0"))
@@ -300,13 +310,8 @@ func TestCheckpointSurvivesRestart(t *testing.T) {
 	e2 := start(t, data, reg, client, "", pools, nil)
 	again := e2.prepare(one)
 	require.Equal(t, cdiIDs(first["uid-1"]), cdiIDs(again["uid-1"]))
-	resp, err := e2.plugin.Unprepare(context.Background(), one, two)
-	require.NoError(t, err)
-	require.Empty(t, resp.Claims["uid-1"].Error)
-	require.Empty(t, resp.Claims["uid-2"].Error)
-	prepared, err := e2.d.Prepared()
-	require.NoError(t, err)
-	require.Empty(t, prepared)
+	e2.unprepare(one, two)
+	require.Empty(t, e2.preparedUIDs())
 }
 
 // A corrupt checkpoint fails the calls with an error naming the file;
@@ -353,12 +358,8 @@ func TestRollingUpdateSharesState(t *testing.T) {
 	old.close()
 	_, err := os.Stat(old.sock)
 	require.ErrorIs(t, err, os.ErrNotExist, "the old instance left its socket")
-	resp, err := neu.plugin.Unprepare(context.Background(), one)
-	require.NoError(t, err)
-	require.Empty(t, resp.Claims["uid-1"].Error)
-	prepared, err := neu.d.Prepared()
-	require.NoError(t, err)
-	require.Empty(t, prepared)
+	neu.unprepare(one)
+	require.Empty(t, neu.preparedUIDs())
 }
 
 // A kubelet that refuses the registration leaves the plugin unready with
