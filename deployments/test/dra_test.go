@@ -1,7 +1,6 @@
 package test
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -88,15 +87,7 @@ func TestDRAGolden(t *testing.T) {
 	for name, r := range renderDRA(t) {
 		t.Run(name, func(t *testing.T) {
 			golden := filepath.Join("testdata/golden-dra", name+".yaml")
-			if *update {
-				require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
-				require.NoError(t, os.WriteFile(golden, r.raw, 0o644))
-				return
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err, "run go test ./... -update to create it")
-			require.Equal(t, string(want), string(r.raw), "rendering changed; rerun with -update if intended")
-			_, err = Decode(want)
+			_, err := Decode(compareGolden(t, golden, r.raw))
 			require.NoError(t, err, golden)
 		})
 	}

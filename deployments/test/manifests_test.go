@@ -193,16 +193,24 @@ func renderAll(t *testing.T) map[string]rendered {
 func TestGolden(t *testing.T) {
 	for name, r := range renderAll(t) {
 		t.Run(name, func(t *testing.T) {
-			golden := filepath.Join("testdata/golden", name+".yaml")
-			if *update {
-				require.NoError(t, os.WriteFile(golden, r.raw, 0o644))
-				return
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err, "run go test ./... -update to create it")
-			require.Equal(t, string(want), string(r.raw), "rendering changed; rerun with -update if intended")
+			compareGolden(t, filepath.Join("testdata/golden", name+".yaml"), r.raw)
 		})
 	}
+}
+
+// compareGolden requires raw to equal the golden file, or with -update
+// writes it there, and returns the golden file's content.
+func compareGolden(t *testing.T, golden string, raw []byte) []byte {
+	t.Helper()
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
+		require.NoError(t, os.WriteFile(golden, raw, 0o644))
+		return raw
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err, "run go test ./... -update to create it")
+	require.Equal(t, string(want), string(raw), "rendering changed; rerun with -update if intended")
+	return want
 }
 
 // TestGoldenFilesDecode decodes the committed golden files too, so a
