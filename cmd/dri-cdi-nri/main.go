@@ -5,49 +5,20 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/dri-cdi/dri-cdi/nri"
-	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
-	"github.com/dri-cdi/dri-cdi/pkg/gctune"
+	"github.com/dri-cdi/dri-cdi/pkg/daemon"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
 
 func main() {
-	gctune.Apply()
 	var o nri.Options
 	var logFlags logging.Flags
 	fs := nri.NewFlagSet(&o, &logFlags)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		os.Exit(2)
-	}
-	if err := flagenv.Apply(fs, flagenv.Prefix, os.LookupEnv); err != nil {
-		fmt.Fprintln(os.Stderr, "dri-cdi-nri:", err)
-		os.Exit(2)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "dri-cdi-nri: unexpected arguments %q\n", fs.Args())
-		os.Exit(2)
-	}
-	log, err := logFlags.New(os.Stderr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "dri-cdi-nri:", err)
-		os.Exit(2)
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, o, log.WithField("component", "dri-cdi-nri"))
-	stop()
-	if err != nil {
-		log.WithError(err).Error("exiting")
-		os.Exit(1)
-	}
+	os.Exit(daemon.Main(os.Args[1:], fs, &logFlags, os.Stderr, func(ctx context.Context, log *logrus.Logger) error {
+		return run(ctx, o, log.WithField("component", "dri-cdi-nri"))
+	}))
 }
