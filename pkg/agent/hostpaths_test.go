@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+	"github.com/dri-cdi/dri-cdi/pkg/metrics/metricstest"
 )
 
 func TestHostPathsWarnOnceAndClear(t *testing.T) {
@@ -90,15 +90,6 @@ func runAgent(t *testing.T, roots drm.Roots, kubeletDir string) (string, *logtes
 	return "", nil
 }
 
-func readyz(t *testing.T, base string) (int, string) {
-	resp, err := http.Get(base + "/readyz")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
-}
-
 // TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir runs the agent on a node
 // without <sysfs>/class/drm and without the kubelet's directory: it keeps
 // running and is ready (a node without a GPU is normal), and both its log
@@ -113,7 +104,7 @@ func TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir(t *testing.T) {
 	var code int
 	var body string
 	require.Eventually(t, func() bool {
-		code, body = readyz(t, base)
+		code, body = metricstest.Get(t, base+"/readyz")
 		return strings.HasPrefix(body, "ok\n")
 	}, wait, tick)
 	require.Equal(t, http.StatusOK, code)
@@ -139,7 +130,7 @@ func TestAgentReadyzHasNoWarningOnAHealthyNode(t *testing.T) {
 	var code int
 	var body string
 	require.Eventually(t, func() bool {
-		code, body = readyz(t, base)
+		code, body = metricstest.Get(t, base+"/readyz")
 		return code == http.StatusOK
 	}, wait, tick)
 	require.Equal(t, "ok\n", body)

@@ -2,7 +2,6 @@ package dra
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/dra/dratest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+	"github.com/dri-cdi/dri-cdi/pkg/metrics/metricstest"
 )
 
 // devicesOf is the node's slice's devices by name, nil until there is
@@ -33,15 +33,6 @@ func devicesOf(t *testing.T, e *env) map[string]resourceapi.Device {
 		out[d.Name] = d
 	}
 	return out
-}
-
-func get(t *testing.T, url string) (int, string) {
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
 }
 
 // Run is the agent loop on a fixture tree publishing to the plugin: the
@@ -72,14 +63,14 @@ func TestRunFollowsTheNode(t *testing.T) {
 	defer wcancel()
 	sock, err := dratest.WaitSocket(wctx, reg)
 	require.NoError(t, err)
-	code, body := get(t, base+"/readyz")
+	code, body := metricstest.Get(t, base+"/readyz")
 	if d.Ready() != nil {
 		require.Equal(t, http.StatusServiceUnavailable, code, body)
 	}
 	p, err := dratest.Register(wctx, sock, "")
 	require.NoError(t, err)
 	defer p.Close()
-	require.Eventually(t, func() bool { c, _ := get(t, base+"/readyz"); return c == http.StatusOK }, 30*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { c, _ := metricstest.Get(t, base+"/readyz"); return c == http.StatusOK }, 30*time.Second, time.Millisecond)
 
 	e := &env{t: t, client: client, plugin: p, d: d}
 	require.Eventually(t, func() bool { return len(devicesOf(t, e)) == 2 }, 30*time.Second, time.Millisecond)
@@ -126,7 +117,7 @@ func TestRunFollowsTheNode(t *testing.T) {
 		return len(devs) == 2 && !ok
 	}, 30*time.Second, time.Millisecond)
 
-	_, metrics := get(t, base+"/metrics")
+	_, metrics := metricstest.Get(t, base+"/metrics")
 	for _, m := range []string{`dri_cdi_dra_prepare_claims_total{result="success"} 1`, `dri_cdi_dra_prepare_claims_total{result="unhealthy"} 1`,
 		`dri_cdi_dra_prepared_claims 1`, `dri_cdi_dra_devices{health="healthy"} 2`, `dri_cdi_agent_discoveries_total{trigger="startup"} 1`} {
 		require.Contains(t, metrics, m)

@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -15,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dri-cdi/dri-cdi/pkg/metrics/metricstest"
 )
 
 func TestAgentMetrics(t *testing.T) {
@@ -64,16 +65,6 @@ func TestNilAgentIsSafe(t *testing.T) {
 	a.Reconciled(time.Second)
 }
 
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
-}
-
 func TestServe(t *testing.T) {
 	a := NewAgent("test")
 	a.Allocation("dri-cdi.dev/i915")
@@ -97,7 +88,7 @@ func TestServe(t *testing.T) {
 
 	expect := func(path string, code int, body string) {
 		t.Helper()
-		gotCode, gotBody := get(t, base+path)
+		gotCode, gotBody := metricstest.Get(t, base+path)
 		require.Equal(t, code, gotCode, path)
 		require.Equal(t, body, gotBody, path)
 	}
@@ -113,7 +104,7 @@ func TestServe(t *testing.T) {
 	ready.Store(false)
 	expect("/readyz", http.StatusServiceUnavailable, "not ready: not registered yet\nwarning: /sys/class/drm: does not exist\nwarning: second\n")
 	expect("/healthz", http.StatusOK, "ok\n")
-	code, body := get(t, base+"/metrics")
+	code, body := metricstest.Get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `dri_cdi_agent_allocations_total{resource="dri-cdi.dev/i915"} 1`)
 
@@ -127,7 +118,7 @@ func TestHealthWithoutReadyCheck(t *testing.T) {
 	srv := httptest.NewServer(Handler(NewAgent("test").Registry, Health{}))
 	t.Cleanup(srv.Close)
 	for _, path := range []string{"/healthz", "/readyz"} {
-		code, body := get(t, srv.URL+path)
+		code, body := metricstest.Get(t, srv.URL+path)
 		require.Equal(t, http.StatusOK, code, path)
 		require.Equal(t, "ok\n", body, path)
 	}
