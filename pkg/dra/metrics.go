@@ -2,6 +2,8 @@ package dra
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
 
 const ns = "dri_cdi_dra"
@@ -18,39 +20,22 @@ type Metrics struct {
 }
 
 // NewMetrics creates the metrics and registers them in reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		prepares: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "prepare_claims_total",
-			Help: "Claims handled by NodePrepareResources, by result: success, again (already prepared), or the reason it was refused.",
-		}, []string{"result"}),
-		unprepares: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "unprepare_claims_total",
-			Help: "Claims handled by NodeUnprepareResources, by result: success, not_prepared, checkpoint.",
-		}, []string{"result"}),
-		prepared: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Name: "prepared_claims",
-			Help: "Claims in the checkpoint after the last prepare or unprepare.",
-		}),
-		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Name: "devices",
-			Help: "Devices in the node's ResourceSlice, by health (unhealthy ones carry the unavailable taint).",
-		}, []string{"health"}),
-		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "publishes_total",
-			Help: "Device sets handed to the ResourceSlice controller, by result.",
-		}, []string{"result"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "errors_total",
-			Help: "Background errors reported by the kubelet plugin helper: publish (recoverable), fatal.",
-		}, []string{"kind"}),
+func NewMetrics(reg *prometheus.Registry) *Metrics {
+	d := metrics.Definer{Registry: reg, Namespace: ns}
+	return &Metrics{
+		prepares: d.CounterVec("prepare_claims_total",
+			"Claims handled by NodePrepareResources, by result: success, again (already prepared), or the reason it was refused.", "result"),
+		unprepares: d.CounterVec("unprepare_claims_total",
+			"Claims handled by NodeUnprepareResources, by result: success, not_prepared, checkpoint.", "result"),
+		prepared: d.Gauge("prepared_claims",
+			"Claims in the checkpoint after the last prepare or unprepare."),
+		devices: d.GaugeVec("devices",
+			"Devices in the node's ResourceSlice, by health (unhealthy ones carry the unavailable taint).", "health"),
+		publishes: d.CounterVec("publishes_total",
+			"Device sets handed to the ResourceSlice controller, by result.", "result"),
+		errors: d.CounterVec("errors_total",
+			"Background errors reported by the kubelet plugin helper: publish (recoverable), fatal.", "kind"),
 	}
-	for _, c := range []prometheus.Collector{m.prepares, m.unprepares, m.prepared, m.devices, m.publishes, m.errors} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
 }
 
 func (m *Metrics) prepare(result string, n int) {

@@ -66,14 +66,10 @@ func Run(ctx context.Context, o RunOptions) error {
 	a.KubeletDir = o.RegistrarDir
 	a.Delivery = ""
 	a.NewBackend = func(cfg *config.Config, met *metrics.Agent) (agent.Backend, error) {
-		m, err := NewMetrics(met.Registry)
-		if err != nil {
-			return nil, err
-		}
 		d, err := NewDriver(Options{
 			NodeName: o.NodeName, Kind: cfg.Kind(), SysfsRoot: a.Roots.Sysfs,
 			PluginDataDir: o.PluginDataDir, RegistrarDir: o.RegistrarDir, PodUID: o.PodUID,
-			KubeClient: client, Log: a.Log.WithField("component", "dra"), Metrics: m,
+			KubeClient: client, Log: a.Log.WithField("component", "dra"), Metrics: NewMetrics(met.Registry),
 			HelperOptions: o.HelperOptions,
 		})
 		if err == nil && o.OnDriver != nil {
