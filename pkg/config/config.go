@@ -210,12 +210,26 @@ func validDriver(d string) error {
 	if d == "" {
 		return errors.New("empty driver name")
 	}
-	if len(d) > 63 {
-		return fmt.Errorf("driver name %q is longer than 63 bytes", d)
+	if err := checkName(d, false); err != nil {
+		return fmt.Errorf("driver name %q %w", d, err)
 	}
-	for _, r := range d {
+	return nil
+}
+
+// checkName applies the rule driver names and the name part of an
+// extended resource name share: at most 63 bytes of letters, digits, '-',
+// '_' and '.', and with alnumEnds starting and ending with a letter or
+// digit. The error says what is wrong; the caller says whose name it is.
+func checkName(s string, alnumEnds bool) error {
+	if len(s) > 63 {
+		return errors.New("is longer than 63 bytes")
+	}
+	if alnumEnds && (!alnum(s[0]) || !alnum(s[len(s)-1])) {
+		return errors.New("must start and end with a letter or digit")
+	}
+	for _, r := range s {
 		if !nameRune(r) {
-			return fmt.Errorf("driver name %q has invalid character %q", d, r)
+			return fmt.Errorf("has invalid character %q", r)
 		}
 	}
 	return nil
@@ -272,16 +286,8 @@ func ValidResourceName(name string) error {
 			return fmt.Errorf("%q: domain %q is not a lowercase DNS-1123 subdomain", name, domain)
 		}
 	}
-	if len(short) > 63 {
-		return fmt.Errorf("%q: name part is longer than 63 bytes", name)
-	}
-	if !alnum(short[0]) || !alnum(short[len(short)-1]) {
-		return fmt.Errorf("%q: name part must start and end with a letter or digit", name)
-	}
-	for _, r := range short {
-		if !nameRune(r) {
-			return fmt.Errorf("%q: name part has invalid character %q", name, r)
-		}
+	if err := checkName(short, true); err != nil {
+		return fmt.Errorf("%q: name part %w", name, err)
 	}
 	return nil
 }
