@@ -29,41 +29,34 @@ type wantNode struct {
 	major, minor int64
 }
 
+// renderCard is what a card with a render node must inject: its card and
+// render nodes (226:card and 226:render), then extra, then the udev
+// by-path links named byPath-card and byPath-render.
+func renderCard(byPath string, card, render int64, extra ...wantNode) []wantNode {
+	nodes := []wantNode{{fmt.Sprintf("/dev/dri/card%d", card), 226, card}, {fmt.Sprintf("/dev/dri/renderD%d", render), 226, render}}
+	nodes = append(nodes, extra...)
+	return append(nodes,
+		wantNode{"/dev/dri/by-path/" + byPath + "-card", 226, card},
+		wantNode{"/dev/dri/by-path/" + byPath + "-render", 226, render})
+}
+
 // hostLayoutSpecs lists, for the layouts of real hosts, the nodes each
 // advertised card must inject, written down from the listings rather than
 // derived from discovery.
 var hostLayoutSpecs = map[string]map[string][]wantNode{
 	"hybrid-laptop": {
-		"0000:00:02.0": {
-			{"/dev/dri/card1", 226, 1}, {"/dev/dri/renderD128", 226, 128},
-			{"/dev/dri/by-path/pci-0000:00:02.0-card", 226, 1}, {"/dev/dri/by-path/pci-0000:00:02.0-render", 226, 128},
-		},
-		"0000:03:00.0": {
-			{"/dev/dri/card2", 226, 2}, {"/dev/dri/renderD129", 226, 129}, {"/dev/kfd", 237, 0},
-			{"/dev/dri/by-path/pci-0000:03:00.0-card", 226, 2}, {"/dev/dri/by-path/pci-0000:03:00.0-render", 226, 129},
-		},
+		"0000:00:02.0": renderCard("pci-0000:00:02.0", 1, 128),
+		"0000:03:00.0": renderCard("pci-0000:03:00.0", 2, 129, wantNode{"/dev/kfd", 237, 0}),
 	},
 	"qemu-virtio-gpu": {
-		"0000:00:02.0": {
-			{"/dev/dri/card1", 226, 1}, {"/dev/dri/renderD128", 226, 128},
-			{"/dev/dri/by-path/pci-0000:00:02.0-card", 226, 1}, {"/dev/dri/by-path/pci-0000:00:02.0-render", 226, 128},
-		},
+		"0000:00:02.0": renderCard("pci-0000:00:02.0", 1, 128),
 	},
 	"server-flex-bmc": {
-		"0000:4d:00.0": {
-			{"/dev/dri/card2", 226, 2}, {"/dev/dri/renderD129", 226, 129},
-			{"/dev/dri/by-path/pci-0000:4d:00.0-card", 226, 2}, {"/dev/dri/by-path/pci-0000:4d:00.0-render", 226, 129},
-		},
-		"0000:ca:00.0": {
-			{"/dev/dri/card1", 226, 1}, {"/dev/dri/renderD128", 226, 128},
-			{"/dev/dri/by-path/pci-0000:ca:00.0-card", 226, 1}, {"/dev/dri/by-path/pci-0000:ca:00.0-render", 226, 128},
-		},
+		"0000:4d:00.0": renderCard("pci-0000:4d:00.0", 2, 129),
+		"0000:ca:00.0": renderCard("pci-0000:ca:00.0", 1, 128),
 	},
 	"arm-rk3399": {
-		"ff9a0000.gpu": {
-			{"/dev/dri/card1", 226, 1}, {"/dev/dri/renderD128", 226, 128},
-			{"/dev/dri/by-path/platform-ff9a0000.gpu-card", 226, 1}, {"/dev/dri/by-path/platform-ff9a0000.gpu-render", 226, 128},
-		},
+		"ff9a0000.gpu": renderCard("platform-ff9a0000.gpu", 1, 128),
 	},
 	"legacy-mgag200": {},
 }
