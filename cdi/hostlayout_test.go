@@ -3,8 +3,10 @@ package cdi_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -149,7 +151,7 @@ func TestHostLayoutDisplayOnlySpecsInject(t *testing.T) {
 // "all" device, and combinations of both into a containerd-like OCI spec.
 func TestHostLayoutSpecsInject(t *testing.T) {
 	drmtest.SkipUnlessRoot(t)
-	require.ElementsMatch(t, hostlayout.Names(), keys(hostLayoutSpecs), "every host layout needs expectations")
+	require.ElementsMatch(t, hostlayout.Names(), slices.Collect(maps.Keys(hostLayoutSpecs)), "every host layout needs expectations")
 	for layout, want := range hostLayoutSpecs {
 		t.Run(layout, func(t *testing.T) {
 			dir, roots := writeLayoutSpecs(t, layout)
@@ -160,7 +162,7 @@ func TestHostLayoutSpecsInject(t *testing.T) {
 
 			wantNames := []string{}
 			var allNodes []wantNode
-			for _, id := range keys(want) {
+			for _, id := range slices.Sorted(maps.Keys(want)) {
 				wantNames = append(wantNames, cdi.QualifiedName(cdi.DefaultKind, id))
 				allNodes = append(allNodes, want[id]...)
 			}
@@ -171,14 +173,14 @@ func TestHostLayoutSpecsInject(t *testing.T) {
 			require.Equal(t, wantNames, nonNil(cache.ListDevices()))
 
 			requests := map[string][]string{}
-			for _, id := range keys(want) {
+			for _, id := range slices.Sorted(maps.Keys(want)) {
 				requests[id] = []string{id}
 				requests["all+"+id] = []string{cdi.AllDevice, id}
 				requests[id+"+all"] = []string{id, cdi.AllDevice}
 			}
 			if len(want) > 0 {
 				requests["all"] = []string{cdi.AllDevice}
-				requests["every card"] = keys(want)
+				requests["every card"] = slices.Sorted(maps.Keys(want))
 			}
 			for name, devs := range requests {
 				t.Run(name, func(t *testing.T) {
@@ -223,7 +225,7 @@ func checkInjected(t *testing.T, spec *oci.Spec, expect []wantNode, uid uint32, 
 		require.False(t, dup, "device %s injected twice", d.Path)
 		got[d.Path] = d
 	}
-	require.ElementsMatch(t, keys(want), keys(got))
+	require.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(got)))
 	rules := map[string]bool{}
 	for _, n := range want {
 		d := got[n.path]
@@ -341,15 +343,6 @@ func hostGIDs(t *testing.T, roots drm.Roots) map[[2]int64]uint32 {
 		out[[2]int64{int64(unix.Major(uint64(st.Rdev))), int64(unix.Minor(uint64(st.Rdev)))}] = st.Gid
 		return nil
 	}))
-	return out
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 
