@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,6 +97,21 @@ type Backend interface {
 	Run(ctx context.Context) error
 }
 
+// InUseReporter is a Backend that keeps, in a record that outlives the
+// agent, which cards workloads hold: for the device plugin the kubelet's
+// device manager checkpoint, for the DRA driver its checkpoint of
+// prepared claims. The agent reads it once at start (SeedUnbound): a held
+// card that is unbound then stays listed, Unhealthy and without device
+// nodes, as if the agent had watched it unbind, instead of vanishing;
+// after an unbind DRM minors can be renumbered, and a held card must
+// never be confused with the card that took its numbers.
+type InUseReporter interface {
+	// CardsInUse returns, for every card held now, the resource (pool)
+	// it was handed out from, or "" when the record does not say. A
+	// missing record holds nothing.
+	CardsInUse() (map[string]string, error)
+}
+
 // Run is dri-cdi-agent: it checks the options and the config, then
 // discovers the cards, writes their CDI specs, serves and registers one
 // device plugin per pool, and follows hotplug, driver binding and kubelet
@@ -152,7 +168,8 @@ func Run(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
-		backend, mode = mgr, string(delivery)
+		backend = deviceManager{Manager: mgr, kubeletDir: o.KubeletDir, served: cfg.ServesResource}
+		mode = string(delivery)
 	}
 	var ln net.Listener
 	if o.MetricsAddr != "" {
@@ -242,13 +259,15 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 	}
 
 	if a.mgr != nil {
-		a.deviceManagerStart()
+		a.removeStaleSockets()
 	}
+	unknown := a.seedInUse()
 	start := time.Now()
 	a.paths.check()
 	if err := a.rec.Reconcile("startup"); err != nil {
 		return fmt.Errorf("first sync: %w", err)
 	}
+	a.warnUnlisted(unknown)
 	a.met.Reconciled(time.Since(start))
 	a.ready.Store(true)
 	if a.mgr != nil {
@@ -279,18 +298,42 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// deviceManagerStart is the device plugin's part of the start: it cleans
-// up after a crashed agent and learns what the kubelet allocated.
-func (a *agent) deviceManagerStart() {
-	// A crashed agent leaves its sockets; the kubelet would keep dialing
-	// them.
+// removeStaleSockets cleans up after a crashed agent: it leaves its
+// sockets, and the kubelet would keep dialing them.
+func (a *agent) removeStaleSockets() {
 	if _, err := a.mgr.RemoveStaleSockets(); err != nil {
 		a.log.WithError(err).Warn("cannot remove stale device plugin sockets")
 	}
-	// Cards the kubelet allocated that are unbound now stay known.
-	if seeded, err := a.rec.SeedUnbound(a.opts.KubeletDir, a.opts.Roots.Sysfs); err != nil {
-		a.log.WithError(err).Warn("cannot read the kubelet's allocations; a card unbound at start is not listed")
-	} else if len(seeded) > 0 {
-		a.log.WithField("cards", seeded).Debug("cards allocated by the kubelet, checked in the first pass")
+}
+
+// seedInUse learns from a backend that records them which cards
+// workloads hold, so that the first pass keeps one that is unbound now
+// listed (Reconciler.SeedUnbound). It returns the held cards whose
+// resource the record does not name, which cannot be seeded.
+func (a *agent) seedInUse() (unknown []string) {
+	r, ok := a.backend.(InUseReporter)
+	if !ok {
+		return nil
+	}
+	held, err := r.CardsInUse()
+	if err != nil {
+		a.log.WithError(err).Warn("cannot read which cards are in use; a card unbound at start is not listed")
+		return nil
+	}
+	seeded, unknown := a.rec.SeedUnbound(held, a.opts.Roots.Sysfs)
+	if len(seeded) > 0 {
+		a.log.WithField("cards", seeded).Debug("cards in use, checked in the first pass")
+	}
+	return unknown
+}
+
+// warnUnlisted warns about each held card of unknown resource that the
+// first pass did not list: it is unbound, and a workload still names it.
+func (a *agent) warnUnlisted(unknown []string) {
+	listed := a.rec.Advertised()
+	for _, id := range unknown {
+		if !slices.Contains(listed, id) {
+			a.log.WithField("card", id).Warn("a card in use is unbound and not listed until it binds again: its record names no resource (written by an earlier version)")
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 )
@@ -52,22 +53,29 @@ func parentDevice(sysfs, id string) (string, bool) {
 }
 
 // SeedUnbound makes the reconciler treat, from its first pass, every card
-// the kubelet has allocated (per its checkpoint) whose sysfs device
-// exists as a card it has seen: one that discovery does not report then
-// is an unbound card (listed Unhealthy under the resource it was
-// allocated from, with a spec that holds no device node), not a card it
-// never knew. A kubelet that reuses its checkpointed Allocate answer for
+// in held (card ID -> resource, what an InUseReporter returns) whose
+// sysfs device exists as a card it has seen: one that discovery does not
+// report then is an unbound card (listed Unhealthy under the resource it
+// was handed out from, with a spec that holds no device node), not a
+// card it never knew. A kubelet that reuses its checkpointed answer for
 // such a card therefore gets the same result as after an unbind the agent
-// watched. It returns the seeded card IDs, sorted.
-func (r *Reconciler) SeedUnbound(kubeletDir, sysfs string) ([]string, error) {
-	cards, err := allocatedCards(kubeletDir, r.cfg.ServesResource)
-	if err != nil {
-		return nil, err
-	}
-	var seeded []string
-	for id, res := range cards {
+// watched. It returns the seeded card IDs, sorted, and, sorted, the held
+// cards whose sysfs device exists but whose resource is "" (unknown): a
+// pool cannot be made up for them, so they are not seeded and are listed
+// only when discovery reports them. A card whose ID is malformed or whose
+// resource the config does not serve (another plugin's, or a pool
+// removed from the config) is ignored.
+func (r *Reconciler) SeedUnbound(held map[string]string, sysfs string) (seeded, unknown []string) {
+	for id, res := range held {
+		if alloc.ValidCardID(id) != nil || (res != "" && !r.cfg.ServesResource(res)) {
+			continue
+		}
 		path, ok := parentDevice(sysfs, id)
 		if !ok {
+			continue
+		}
+		if res == "" {
+			unknown = append(unknown, id)
 			continue
 		}
 		c := drm.Card{ID: id, NUMANode: -1, SysfsPath: path}
@@ -79,7 +87,22 @@ func (r *Reconciler) SeedUnbound(kubeletDir, sysfs string) ([]string, error) {
 		seeded = append(seeded, id)
 	}
 	slices.Sort(seeded)
-	return seeded, nil
+	slices.Sort(unknown)
+	return seeded, unknown
+}
+
+// deviceManager is the device plugin manager as the loop's Backend; the
+// cards in use are those the kubelet's device manager checkpoint records
+// as allocated under a resource the config serves.
+type deviceManager struct {
+	*deviceplugin.Manager
+	kubeletDir string
+	served     func(resource string) bool
+}
+
+// CardsInUse reads the kubelet's checkpoint (InUseReporter).
+func (m deviceManager) CardsInUse() (map[string]string, error) {
+	return allocatedCards(m.kubeletDir, m.served)
 }
 
 // addPinned puts every unhealthy card whose pool came from the kubelet's

@@ -62,8 +62,7 @@ func TestSeedUnboundCardAtStart(t *testing.T) {
 	host.plug(y)
 	host.sysfs[x.SysfsPath] = true
 
-	seeded, err := r.SeedUnbound(kubelet, sysfs)
-	require.NoError(t, err)
+	seeded := seedFromKubelet(t, r, kubelet, sysfs)
 	require.Equal(t, []string{x.ID}, seeded)
 
 	require.NoError(t, r.Reconcile("startup"))
@@ -93,8 +92,7 @@ func TestSeedUnboundAloneAndRemoved(t *testing.T) {
 	writeCheckpoint(t, kubelet, map[string][]string{"dri-cdi.dev/xe": {id + "::1"}})
 	host.sysfs[path] = true
 
-	_, err := r.SeedUnbound(kubelet, sysfs)
-	require.NoError(t, err)
+	seedFromKubelet(t, r, kubelet, sysfs)
 	require.NoError(t, r.Reconcile("startup"))
 	require.Equal(t, []string{
 		"specs 0000:01:00.0(no nodes)",
@@ -110,15 +108,51 @@ func TestSeedUnboundAloneAndRemoved(t *testing.T) {
 	}, rec.take())
 }
 
+// seedFromKubelet seeds r with what the device plugin's backend reads
+// from the kubelet's checkpoint in kubelet, as Run does.
+func seedFromKubelet(t *testing.T, r *Reconciler, kubelet, sysfs string) []string {
+	t.Helper()
+	held, err := deviceManager{kubeletDir: kubelet, served: r.cfg.ServesResource}.CardsInUse()
+	require.NoError(t, err)
+	seeded, unknown := r.SeedUnbound(held, sysfs)
+	require.Empty(t, unknown, "the kubelet's checkpoint names every card's resource")
+	return seeded
+}
+
 func TestSeedUnboundCheckpointErrors(t *testing.T) {
-	r, _, _ := newTestReconciler(t, config.Default())
 	dir := t.TempDir()
-	seeded, err := r.SeedUnbound(dir, t.TempDir())
-	require.NoError(t, err, "no checkpoint: nothing to seed")
-	require.Empty(t, seeded)
+	m := deviceManager{kubeletDir: dir, served: config.Default().ServesResource}
+	held, err := m.CardsInUse()
+	require.NoError(t, err, "no checkpoint: nothing in use")
+	require.Empty(t, held)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, kubeletcheckpoint.FileName), []byte("{garbage"), 0o600))
-	_, err = r.SeedUnbound(dir, t.TempDir())
+	_, err = m.CardsInUse()
 	require.ErrorContains(t, err, "kubelet checkpoint "+filepath.Join(dir, kubeletcheckpoint.FileName))
+}
+
+// Of the held cards, those of unknown resource are returned, not seeded;
+// malformed IDs, resources the config does not serve and cards without a
+// sysfs device are ignored.
+func TestSeedUnboundFilters(t *testing.T) {
+	r, host, rec := newTestReconciler(t, config.Default())
+	sysfs := t.TempDir()
+	for _, id := range []string{"0000:01:00.0", "0000:02:00.0", "0000:03:00.0"} {
+		host.sysfs[pciDevice(t, sysfs, id)] = true
+	}
+	seeded, unknown := r.SeedUnbound(map[string]string{
+		"0000:01:00.0": "dri-cdi.dev/i915",
+		"0000:02:00.0": "",                    // resource not recorded
+		"0000:03:00.0": "example.com/foreign", // not ours
+		"0000:09:00.0": "dri-cdi.dev/i915",    // no sysfs device
+		"../../../devices/pci0000:00/0000:03:00.0": "dri-cdi.dev/i915", // not a card ID
+	}, sysfs)
+	require.Equal(t, []string{"0000:01:00.0"}, seeded)
+	require.Equal(t, []string{"0000:02:00.0"}, unknown)
+	require.NoError(t, r.Reconcile("startup"))
+	require.Equal(t, []string{
+		"specs 0000:01:00.0(no nodes)",
+		"pools dri-cdi.dev/i915=0000:01:00.0(unhealthy)",
+	}, rec.take())
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
