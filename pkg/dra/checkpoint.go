@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // CheckpointFile is the name of the checkpoint in the plugin data dir.
@@ -26,6 +27,12 @@ type PreparedDevice struct {
 	Device  string   `json:"device"`
 	Card    string   `json:"card"`
 	CDI     []string `json:"cdi"`
+	// Resource is the resource attribute (the config pool) the card was
+	// published under at prepare, so that a restarted plugin can publish
+	// the card again, tainted, while it is unbound (Driver.CardsInUse).
+	// Added to version 1 later: empty in a claim an earlier version
+	// prepared.
+	Resource string `json:"resource,omitempty"`
 }
 
 // PreparedClaim is what the checkpoint keeps of one prepared claim: the
@@ -38,22 +45,49 @@ type PreparedClaim struct {
 	Devices   []PreparedDevice `json:"devices"`
 }
 
-// checkpoint is the file's content. Checksum is the SHA-256 of the JSON
-// of Claims, so that a truncated or edited file is an error instead of
-// lost claims.
+// checkpoint is the file's content. The checksums make a truncated or
+// edited file an error instead of lost claims. Fields added to version
+// 1 later (PreparedDevice.Resource) are outside Checksum and inside
+// FullChecksum: an earlier version reads a file this one wrote (a
+// rollback, or the older instance of a rolling update), since it drops
+// the fields it does not know and checks Checksum only; and a file an
+// earlier version wrote (no FullChecksum, none of the added fields)
+// loads here.
 type checkpoint struct {
-	Version  int                      `json:"version"`
-	Claims   map[string]PreparedClaim `json:"claims"`
-	Checksum string                   `json:"checksum"`
+	Version int                      `json:"version"`
+	Claims  map[string]PreparedClaim `json:"claims"`
+	// Checksum is the SHA-256 of the JSON of Claims without the added
+	// fields.
+	Checksum string `json:"checksum"`
+	// FullChecksum is the SHA-256 of the JSON of Claims.
+	FullChecksum string `json:"fullChecksum,omitempty"`
 }
 
-func claimsSum(claims map[string]PreparedClaim) (string, error) {
+// claimsSum is the SHA-256 of the JSON of claims, without the fields
+// added to version 1 later when base is set.
+func claimsSum(claims map[string]PreparedClaim, base bool) (string, error) {
+	if base {
+		claims = baseForm(claims)
+	}
 	b, err := json.Marshal(claims) // map keys are sorted: stable
 	if err != nil {
 		return "", err
 	}
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:]), nil
+}
+
+// baseForm is claims as the first form of version 1 holds them.
+func baseForm(claims map[string]PreparedClaim) map[string]PreparedClaim {
+	out := make(map[string]PreparedClaim, len(claims))
+	for uid, pc := range claims {
+		pc.Devices = slices.Clone(pc.Devices)
+		for i := range pc.Devices {
+			pc.Devices[i].Resource = ""
+		}
+		out[uid] = pc
+	}
+	return out
 }
 
 // loadCheckpoint reads path; a missing file is an empty checkpoint.
@@ -75,11 +109,21 @@ func loadCheckpoint(path string) (map[string]PreparedClaim, error) {
 	if cp.Claims == nil {
 		cp.Claims = map[string]PreparedClaim{}
 	}
-	sum, err := claimsSum(cp.Claims)
+	base, err := claimsSum(cp.Claims, true)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %q: %w", path, err)
 	}
-	if sum != cp.Checksum {
+	full, err := claimsSum(cp.Claims, false)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %q: %w", path, err)
+	}
+	// Without FullChecksum (an earlier version wrote the file) no added
+	// field may be set: the two sums are then equal.
+	wantFull := cp.FullChecksum
+	if wantFull == "" {
+		wantFull = cp.Checksum
+	}
+	if base != cp.Checksum || full != wantFull {
 		return nil, fmt.Errorf("checkpoint %q is corrupt: checksum mismatch", path)
 	}
 	return cp.Claims, nil
@@ -89,11 +133,15 @@ func loadCheckpoint(path string) (map[string]PreparedClaim, error) {
 // the same directory, synced, renamed over path, and the directory
 // synced, so a crash leaves the old or the new checkpoint, never a mix.
 func saveCheckpoint(path string, claims map[string]PreparedClaim) error {
-	sum, err := claimsSum(claims)
+	base, err := claimsSum(claims, true)
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(checkpoint{Version: checkpointVersion, Claims: claims, Checksum: sum})
+	full, err := claimsSum(claims, false)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(checkpoint{Version: checkpointVersion, Claims: claims, Checksum: base, FullChecksum: full})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 )
 
@@ -100,6 +101,8 @@ type Driver struct {
 	// kick asks Run to publish the latest devices.
 	kick chan struct{}
 }
+
+var _ agent.InUseReporter = (*Driver)(nil)
 
 // NewDriver checks the options; nothing is started until Run.
 func NewDriver(o Options) (*Driver, error) {
@@ -387,7 +390,7 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 		seen[r.Device] = true
 		pc.Devices = append(pc.Devices, PreparedDevice{
 			Request: r.Request, Pool: r.Pool, Device: r.Device, Card: dev.Card,
-			CDI: []string{cdi.QualifiedName(d.opts.Kind, dev.Card)},
+			CDI: []string{cdi.QualifiedName(d.opts.Kind, dev.Card)}, Resource: dev.Resource,
 		})
 	}
 	if len(pc.Devices) == 0 {
@@ -463,6 +466,29 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 		}
 	}
 	d.opts.Metrics.setPrepared(len(prepared))
+	return out, nil
+}
+
+// CardsInUse returns the cards of the checkpointed claims, each with the
+// resource it was published under when its claim was prepared, or ""
+// for a claim an earlier version prepared (agent.InUseReporter). The
+// agent loop seeds them, so a card a prepared claim holds that is unbound
+// when the plugin starts stays in the slice, tainted, as if the plugin
+// had watched the unbind; one of unknown resource is published again only
+// once it binds.
+func (d *Driver) CardsInUse() (map[string]string, error) {
+	prepared, err := loadCheckpoint(d.checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, pc := range prepared {
+		for _, dev := range pc.Devices {
+			if out[dev.Card] == "" {
+				out[dev.Card] = dev.Resource
+			}
+		}
+	}
 	return out, nil
 }
 

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/dra/dratest"
@@ -35,6 +37,58 @@ func devicesOf(t *testing.T, e *env) map[string]resourceapi.Device {
 	return out
 }
 
+// plugin is dri-cdi-dra (Run) running on a fake tree.
+type plugin struct {
+	d    *Driver
+	sock string // its registration socket
+	base string // its metrics server's URL
+	// stop ends Run and requires it to end without an error; it runs at
+	// the end of the test too.
+	stop func()
+}
+
+// runPlugin runs dri-cdi-dra on tree with a metrics server on a free
+// loopback port and returns once its registration socket exists.
+func runPlugin(t *testing.T, tree *drmtest.Tree, cdiDir, data, reg string, client *fake.Clientset) *plugin {
+	t.Helper()
+	addr := make(chan net.Addr, 1)
+	drivers := make(chan *Driver, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{
+			Agent: agent.Options{Roots: tree.Roots(), CDIDir: cdiDir, ResyncInterval: time.Hour, MetricsAddr: "127.0.0.1:0",
+				OnMetricsListen: func(a net.Addr) { addr <- a }, Log: testEntry(t), Version: "test"},
+			NodeName: node, PluginDataDir: data, RegistrarDir: reg, KubeClient: client,
+			OnDriver: func(d *Driver) { drivers <- d },
+		})
+	}()
+	p := &plugin{}
+	p.stop = sync.OnceFunc(func() { cancel(); require.NoError(t, <-done) })
+	t.Cleanup(p.stop)
+	p.d = <-drivers
+	p.base = "http://" + (<-addr).String()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	var err error
+	p.sock, err = dratest.WaitSocket(wctx, reg)
+	require.NoError(t, err)
+	return p
+}
+
+// register registers p with a fake kubelet, as the kubelet does, and
+// returns once p is ready.
+func (p *plugin) register(t *testing.T, client *fake.Clientset) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	k, err := dratest.Register(ctx, p.sock, "")
+	require.NoError(t, err)
+	t.Cleanup(k.Close)
+	require.Eventually(t, func() bool { c, _ := metricstest.Get(t, p.base+"/readyz"); return c == http.StatusOK }, 30*time.Second, time.Millisecond)
+	return &env{t: t, client: client, plugin: k, d: p.d}
+}
+
 // Run is the agent loop on a fixture tree publishing to the plugin: the
 // cards' specs are written, the slice follows hotplug and unbind, a
 // prepared claim resolves to the spec the loop wrote, and /readyz and
@@ -43,36 +97,14 @@ func TestRunFollowsTheNode(t *testing.T) {
 	drmtest.SkipUnlessRoot(t)
 	tree := drmtest.MustBuild(t, hybrid...)
 	cdiDir, data, reg, client := t.TempDir(), shortDir(t), shortDir(t), fakeClient()
-	addr := make(chan net.Addr, 1)
-	drivers := make(chan *Driver, 1)
-	log := testEntry(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, RunOptions{
-			Agent: agent.Options{Roots: tree.Roots(), CDIDir: cdiDir, ResyncInterval: time.Hour, MetricsAddr: "127.0.0.1:0",
-				OnMetricsListen: func(a net.Addr) { addr <- a }, Log: log, Version: "test"},
-			NodeName: node, PluginDataDir: data, RegistrarDir: reg, KubeClient: client,
-			OnDriver: func(d *Driver) { drivers <- d },
-		})
-	}()
-	defer func() { cancel(); require.NoError(t, <-done) }()
-	d := <-drivers
-	base := "http://" + (<-addr).String()
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	sock, err := dratest.WaitSocket(wctx, reg)
-	require.NoError(t, err)
+	p := runPlugin(t, tree, cdiDir, data, reg, client)
+	d, base := p.d, p.base
 	code, body := metricstest.Get(t, base+"/readyz")
 	if d.Ready() != nil {
 		require.Equal(t, http.StatusServiceUnavailable, code, body)
 	}
-	p, err := dratest.Register(wctx, sock, "")
-	require.NoError(t, err)
-	defer p.Close()
-	require.Eventually(t, func() bool { c, _ := metricstest.Get(t, base+"/readyz"); return c == http.StatusOK }, 30*time.Second, time.Millisecond)
+	e := p.register(t, client)
 
-	e := &env{t: t, client: client, plugin: p, d: d}
 	require.Eventually(t, func() bool { return len(devicesOf(t, e)) == 2 }, 30*time.Second, time.Millisecond)
 	require.Contains(t, devicesOf(t, e), "pci-0000-00-02-0")
 	require.Contains(t, devicesOf(t, e), "pci-0000-03-00-0")

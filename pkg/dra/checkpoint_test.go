@@ -1,0 +1,145 @@
+package dra
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// oldCheckpoint is testdata/checkpoint-v1.json, written by saveCheckpoint
+// before devices recorded their resource: one claim on 0000:03:00.0.
+const oldCheckpoint = "testdata/checkpoint-v1.json"
+
+// copyFile copies src to a fresh CheckpointFile and returns its path.
+func copyCheckpoint(t *testing.T, src string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), CheckpointFile)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	return path
+}
+
+// A checkpoint an earlier version wrote loads (its checksum stays
+// valid), its devices have no resource, and the claims it holds keep
+// their cards in use with an unknown resource; saved again, it still
+// loads.
+func TestCheckpointOfAnEarlierVersionLoads(t *testing.T) {
+	path := copyCheckpoint(t, oldCheckpoint)
+	claims, err := loadCheckpoint(path)
+	require.NoError(t, err)
+	require.Equal(t, map[string]PreparedClaim{"uid-old": {Namespace: "ns", Name: "old", Devices: []PreparedDevice{{
+		Request: "gpu", Pool: "node-a", Device: "pci-0000-03-00-0", Card: "0000:03:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
+	}}}}, claims)
+
+	d := &Driver{checkpoint: path}
+	held, err := d.CardsInUse()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"0000:03:00.0": ""}, held)
+
+	claims["uid-new"] = PreparedClaim{Namespace: "ns", Name: "new", Devices: []PreparedDevice{{
+		Request: "gpu", Pool: "node-a", Device: "pci-0000-00-02-0", Card: "0000:00:02.0", CDI: []string{"dri-cdi.dev/gpu=0000:00:02.0"},
+		Resource: "dri-cdi.dev/i915",
+	}}}
+	require.NoError(t, saveCheckpoint(path, claims))
+	again, err := loadCheckpoint(path)
+	require.NoError(t, err)
+	require.Equal(t, claims, again)
+	held, err = d.CardsInUse()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"0000:03:00.0": "", "0000:00:02.0": "dri-cdi.dev/i915"}, held)
+}
+
+// An earlier version reads a checkpoint this one wrote (a rollback, or
+// the older instance of a rolling update): it knows no resource field,
+// drops it, and checks the checksum of what it knows. earlierDevice is
+// the device as that version declared it.
+func TestEarlierVersionReadsThisCheckpoint(t *testing.T) {
+	type earlierDevice struct {
+		Request string   `json:"request"`
+		Pool    string   `json:"pool"`
+		Device  string   `json:"device"`
+		Card    string   `json:"card"`
+		CDI     []string `json:"cdi"`
+	}
+	type earlierClaim struct {
+		Namespace string          `json:"namespace"`
+		Name      string          `json:"name"`
+		Devices   []earlierDevice `json:"devices"`
+	}
+	var earlier struct {
+		Version  int                     `json:"version"`
+		Claims   map[string]earlierClaim `json:"claims"`
+		Checksum string                  `json:"checksum"`
+	}
+	path := filepath.Join(t.TempDir(), CheckpointFile)
+	require.NoError(t, saveCheckpoint(path, map[string]PreparedClaim{"uid-1": {Namespace: "ns", Name: "one", Devices: []PreparedDevice{{
+		Request: "gpu", Pool: "node-a", Device: "pci-0000-03-00-0", Card: "0000:03:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
+		Resource: "dri-cdi.dev/amdgpu",
+	}}}}))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"resource":"dri-cdi.dev/amdgpu"`)
+	require.NoError(t, json.Unmarshal(b, &earlier))
+	require.Equal(t, 1, earlier.Version)
+	raw, err := json.Marshal(earlier.Claims)
+	require.NoError(t, err)
+	sum := sha256.Sum256(raw)
+	require.Equal(t, hex.EncodeToString(sum[:]), earlier.Checksum, "the checksum an earlier version checks")
+}
+
+// The added field is under a checksum too: an edited resource, or a
+// resource in a file without the full checksum, is a corrupt file.
+func TestCheckpointResourceIsChecked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), CheckpointFile)
+	require.NoError(t, saveCheckpoint(path, map[string]PreparedClaim{"uid-1": {Namespace: "ns", Name: "one", Devices: []PreparedDevice{{
+		Request: "gpu", Pool: "node-a", Device: "pci-0000-03-00-0", Card: "0000:03:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
+		Resource: "dri-cdi.dev/amdgpu",
+	}}}}))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var cp checkpoint
+	require.NoError(t, json.Unmarshal(b, &cp))
+	require.NotEmpty(t, cp.FullChecksum)
+	withoutFull := strings.Replace(string(b), `,"fullChecksum":"`+cp.FullChecksum+`"`, "", 1)
+	for name, content := range map[string]string{
+		"edited resource":       strings.Replace(string(b), "dri-cdi.dev/amdgpu", "dri-cdi.dev/i915", 1),
+		"without full checksum": withoutFull,
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.NotEqual(t, string(b), content)
+			require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+			_, err := loadCheckpoint(path)
+			require.EqualError(t, err, "checkpoint \""+path+"\" is corrupt: checksum mismatch")
+		})
+	}
+}
+
+// Whatever the file holds, loadCheckpoint returns claims or an error,
+// and claims it returns save and load again unchanged.
+func FuzzLoadCheckpoint(f *testing.F) {
+	old, err := os.ReadFile(oldCheckpoint)
+	require.NoError(f, err)
+	f.Add(old)
+	f.Add([]byte(`{"version":1,"claims":{},"checksum":""}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), CheckpointFile)
+		require.NoError(t, os.WriteFile(path, data, 0o600))
+		claims, err := loadCheckpoint(path)
+		if err != nil {
+			require.ErrorContains(t, err, path)
+			return
+		}
+		require.NoError(t, saveCheckpoint(path, claims))
+		again, err := loadCheckpoint(path)
+		require.NoError(t, err)
+		require.Equal(t, claims, again)
+	})
+}
