@@ -2,10 +2,12 @@ package scenarios
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,6 +191,38 @@ func TestClusterDRA(t *testing.T) {
 		require.Equal(t, harness.ENXIO, res[intelRender].Errno, res[intelRender].Message)
 	})
 
+	t.Run("UnboundCardStaysTaintedAcrossPluginRestart", func(t *testing.T) {
+		// share-a, -b and -c hold the shared claim on the amdgpu card.
+		holder := mustOnePod(t, c, "default", "app=share-a")
+		id := holder.ContainerID("app")
+		require.NoError(t, c.Node.Tree.Unbind(amd.ID()))
+		t.Cleanup(func() { _ = c.Node.Tree.Rebind(amd.ID()) }) // bound again below unless a step failed
+		plugin := mustOnePod(t, c, driCDINamespace, draPods)
+		kubectl(t, c, "delete", "pod", "-n", driCDINamespace, plugin.Metadata.Name, "--wait=true")
+		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
+		require.NotEqual(t, plugin.Metadata.UID, mustOnePod(t, c, driCDINamespace, draPods).Metadata.UID)
+
+		// The new plugin's first pass (done before it is Ready) kept the
+		// held card: its spec keeps the name without a device node, and
+		// the new process publishes it Unhealthy.
+		require.True(t, specDefines(t, c.Node, amd.ID()), "the held card's CDI name must keep resolving")
+		require.Empty(t, specNodes(t, c.Node, amd.ID()), "to no device node: its numbers may be another card's")
+		m := loopbackMetrics(t, c, draMetricsPort)
+		require.Equal(t, 1.0, metricValue(m, `dri_cdi_dra_devices{health="unhealthy"}`), m)
+		require.Eventually(t, func() bool {
+			devs, err := c.ResourceSliceDevices(ctx, draDriver)
+			return err == nil && len(devs) == 2 && slices.Equal(sliceDevice(t, devs, amd).Taints, []string{draDriver + "/unavailable:NoSchedule"})
+		}, 60*time.Second, 250*time.Millisecond, "the held card must stay in the slice, tainted")
+		require.Equal(t, id, mustOnePod(t, c, "default", "app=share-a").ContainerID("app"), "the holder keeps running")
+
+		require.NoError(t, c.Node.Tree.Rebind(amd.ID()))
+		require.Eventually(t, func() bool {
+			devs, err := c.ResourceSliceDevices(ctx, draDriver)
+			return err == nil && len(devs) == 2 && len(sliceDevice(t, devs, amd).Taints) == 0
+		}, 60*time.Second, 250*time.Millisecond, "bound again, the card must be untainted")
+		require.Equal(t, fmt.Sprintf("%d:%d", drmMajor, amd.Render), specNodes(t, c.Node, amd.ID())[amdRender], "its own render node")
+	})
+
 	t.Run("HotplugShowsInTheSlice", func(t *testing.T) {
 		hot := harness.IntelGPU(2)
 		require.NoError(t, c.Node.Tree.Add(hot))
@@ -298,16 +332,29 @@ func requireCheckpointHas(t *testing.T, c *harness.Cluster, uid string, want boo
 	require.Equal(t, want, checkpointHas(t, c, uid), "claim %s in the DRA plugin's checkpoint", uid)
 }
 
-// nriMetrics reads the DRA pod's NRI plugin metrics. The e2e DRA pod
-// runs in the host's network namespace (see harness.WriteDRAOverlay), and
-// the API server's pod proxy refuses loopback pod addresses, so they are
-// read on the host's loopback directly.
+// Metrics ports of the DRA pod's containers (the manifests' defaults).
+const (
+	draMetricsPort = 9472
+	nriMetricsPort = 9471
+)
+
+// nriMetrics reads the DRA pod's NRI plugin metrics.
 func nriMetrics(t *testing.T, c *harness.Cluster) string {
+	t.Helper()
+	return loopbackMetrics(t, c, nriMetricsPort)
+}
+
+// loopbackMetrics reads the metrics of one of the DRA pod's containers.
+// The e2e DRA pod runs in the host's network namespace (see
+// harness.WriteDRAOverlay), and the API server's pod proxy refuses
+// loopback pod addresses, so they are read on the host's loopback
+// directly.
+func loopbackMetrics(t *testing.T, c *harness.Cluster, port int) string {
 	t.Helper()
 	mustOnePod(t, c, driCDINamespace, draPods)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:9471/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics", nil)
 	require.NoError(t, err)
 	rsp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
