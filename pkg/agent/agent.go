@@ -261,13 +261,13 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 	if a.mgr != nil {
 		a.removeStaleSockets()
 	}
-	unknown := a.seedInUse()
+	unseeded := a.seedInUse()
 	start := time.Now()
 	a.paths.check()
 	if err := a.rec.Reconcile("startup"); err != nil {
 		return fmt.Errorf("first sync: %w", err)
 	}
-	a.warnUnlisted(unknown)
+	a.warnUnlisted(unseeded)
 	a.met.Reconciled(time.Since(start))
 	a.ready.Store(true)
 	if a.mgr != nil {
@@ -308,9 +308,9 @@ func (a *agent) removeStaleSockets() {
 
 // seedInUse learns from a backend that records them which cards
 // workloads hold, so that the first pass keeps one that is unbound now
-// listed (Reconciler.SeedUnbound). It returns the held cards whose
-// resource the record does not name, which cannot be seeded.
-func (a *agent) seedInUse() (unknown []string) {
+// listed (Reconciler.SeedUnbound). It returns the held cards that cannot
+// be seeded: the record names no resource the config serves.
+func (a *agent) seedInUse() (unseeded []string) {
 	r, ok := a.backend.(InUseReporter)
 	if !ok {
 		return nil
@@ -320,20 +320,24 @@ func (a *agent) seedInUse() (unknown []string) {
 		a.log.WithError(err).Warn("cannot read which cards are in use; a card unbound at start is not listed")
 		return nil
 	}
-	seeded, unknown := a.rec.SeedUnbound(held, a.opts.Roots.Sysfs)
+	seeded, unseeded := a.rec.SeedUnbound(held, a.opts.Roots.Sysfs)
 	if len(seeded) > 0 {
 		a.log.WithField("cards", seeded).Debug("cards in use, checked in the first pass")
 	}
-	return unknown
+	return unseeded
 }
 
-// warnUnlisted warns about each held card of unknown resource that the
-// first pass did not list: it is unbound, and a workload still names it.
-func (a *agent) warnUnlisted(unknown []string) {
+// warnUnlisted warns about each held card that could not be seeded and
+// that the first pass did not list: it is unbound, and a workload still
+// names it.
+func (a *agent) warnUnlisted(unseeded []string) {
 	listed := a.rec.Advertised()
-	for _, id := range unknown {
+	for _, id := range unseeded {
 		if !slices.Contains(listed, id) {
-			a.log.WithField("card", id).Warn("a card in use is unbound and not listed until it binds again: its record names no resource (written by an earlier version)")
+			a.log.WithField("card", id).Warn(msgUnlisted)
 		}
 	}
 }
+
+// msgUnlisted is the warning about a held card warnUnlisted finds.
+const msgUnlisted = "a card in use is unbound and not listed until it binds again: its record names no resource the config serves (a record of an earlier version, or a pool removed from the config)"

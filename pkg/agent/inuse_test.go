@@ -104,13 +104,14 @@ func TestRunSeedsTheBackendsCardsInUse(t *testing.T) {
 	require.Contains(t, paths, "/dev/dri/renderD129")
 }
 
-// A card in use whose resource the record does not name is not listed
-// while it is unbound, and the agent says so; a record that cannot be
-// read is a warning, not a failed start.
+// A card in use whose record names no resource, or one the config does
+// not serve, is not listed while it is unbound, and the agent says so; a
+// record that cannot be read is a warning, not a failed start.
 func TestRunCardsInUseUnknownOrUnreadable(t *testing.T) {
 	xe := drmtest.IntelXe.WithNodes(1, 129)
 	for name, b := range map[string]*heldBackend{
 		"unknown resource": {held: map[string]string{xe.ID(): ""}},
+		"not served":       {held: map[string]string{xe.ID(): "example.com/xe"}},
 		"unreadable":       {err: errors.New("checkpoint is corrupt")},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -127,7 +128,7 @@ func TestRunCardsInUseUnknownOrUnreadable(t *testing.T) {
 					warned = append(warned, e.Message)
 				}
 			}
-			want := "a card in use is unbound and not listed until it binds again: its record names no resource (written by an earlier version)"
+			want := msgUnlisted
 			if b.err != nil {
 				want = "cannot read which cards are in use; a card unbound at start is not listed"
 			}

@@ -60,22 +60,21 @@ func parentDevice(sysfs, id string) (string, bool) {
 // card it never knew. A kubelet that reuses its checkpointed answer for
 // such a card therefore gets the same result as after an unbind the agent
 // watched. It returns the seeded card IDs, sorted, and, sorted, the held
-// cards whose sysfs device exists but whose resource is "" (unknown): a
-// pool cannot be made up for them, so they are not seeded and are listed
-// only when discovery reports them. A card whose ID is malformed or whose
-// resource the config does not serve (another plugin's, or a pool
-// removed from the config) is ignored.
-func (r *Reconciler) SeedUnbound(held map[string]string, sysfs string) (seeded, unknown []string) {
+// cards whose sysfs device exists but whose resource is unknown ("") or
+// one the config does not serve (a pool removed from the config): no pool
+// can be made up for them, so they are not seeded and are listed only
+// when discovery reports them. Malformed card IDs are ignored.
+func (r *Reconciler) SeedUnbound(held map[string]string, sysfs string) (seeded, unseeded []string) {
 	for id, res := range held {
-		if alloc.ValidCardID(id) != nil || (res != "" && !r.cfg.ServesResource(res)) {
+		if alloc.ValidCardID(id) != nil {
 			continue
 		}
 		path, ok := parentDevice(sysfs, id)
 		if !ok {
 			continue
 		}
-		if res == "" {
-			unknown = append(unknown, id)
+		if res == "" || !r.cfg.ServesResource(res) {
+			unseeded = append(unseeded, id)
 			continue
 		}
 		c := drm.Card{ID: id, NUMANode: -1, SysfsPath: path}
@@ -87,8 +86,8 @@ func (r *Reconciler) SeedUnbound(held map[string]string, sysfs string) (seeded, 
 		seeded = append(seeded, id)
 	}
 	slices.Sort(seeded)
-	slices.Sort(unknown)
-	return seeded, unknown
+	slices.Sort(unseeded)
+	return seeded, unseeded
 }
 
 // deviceManager is the device plugin manager as the loop's Backend; the

@@ -114,8 +114,8 @@ func seedFromKubelet(t *testing.T, r *Reconciler, kubelet, sysfs string) []strin
 	t.Helper()
 	held, err := deviceManager{kubeletDir: kubelet, served: r.cfg.ServesResource}.CardsInUse()
 	require.NoError(t, err)
-	seeded, unknown := r.SeedUnbound(held, sysfs)
-	require.Empty(t, unknown, "the kubelet's checkpoint names every card's resource")
+	seeded, unseeded := r.SeedUnbound(held, sysfs)
+	require.Empty(t, unseeded, "the kubelet's checkpoint names every card's served resource")
 	return seeded
 }
 
@@ -130,8 +130,8 @@ func TestSeedUnboundCheckpointErrors(t *testing.T) {
 	require.ErrorContains(t, err, "kubelet checkpoint "+filepath.Join(dir, kubeletcheckpoint.FileName))
 }
 
-// Of the held cards, those of unknown resource are returned, not seeded;
-// malformed IDs, resources the config does not serve and cards without a
+// Of the held cards, those of an unknown resource or one the config does
+// not serve are returned, not seeded; malformed IDs and cards without a
 // sysfs device are ignored.
 func TestSeedUnboundFilters(t *testing.T) {
 	r, host, rec := newTestReconciler(t, config.Default())
@@ -139,15 +139,15 @@ func TestSeedUnboundFilters(t *testing.T) {
 	for _, id := range []string{"0000:01:00.0", "0000:02:00.0", "0000:03:00.0"} {
 		host.sysfs[pciDevice(t, sysfs, id)] = true
 	}
-	seeded, unknown := r.SeedUnbound(map[string]string{
+	seeded, unseeded := r.SeedUnbound(map[string]string{
 		"0000:01:00.0": "dri-cdi.dev/i915",
 		"0000:02:00.0": "",                    // resource not recorded
-		"0000:03:00.0": "example.com/foreign", // not ours
+		"0000:03:00.0": "example.com/foreign", // not served
 		"0000:09:00.0": "dri-cdi.dev/i915",    // no sysfs device
 		"../../../devices/pci0000:00/0000:03:00.0": "dri-cdi.dev/i915", // not a card ID
 	}, sysfs)
 	require.Equal(t, []string{"0000:01:00.0"}, seeded)
-	require.Equal(t, []string{"0000:02:00.0"}, unknown)
+	require.Equal(t, []string{"0000:02:00.0", "0000:03:00.0"}, unseeded)
 	require.NoError(t, r.Reconcile("startup"))
 	require.Equal(t, []string{
 		"specs 0000:01:00.0(no nodes)",
