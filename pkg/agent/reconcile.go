@@ -73,8 +73,8 @@ type Reconciler struct {
 
 	known      map[string]known
 	advertised map[string]bool
-	// pinned maps cards seeded from the kubelet's checkpoint to the
-	// resource they were allocated from (see SeedUnbound).
+	// pinned maps cards seeded from the backend's record of cards in
+	// use to the resource they were handed out from (see SeedUnbound).
 	pinned  map[string]string
 	skipped string
 }

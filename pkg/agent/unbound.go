@@ -104,9 +104,9 @@ func (m deviceManager) CardsInUse() (map[string]string, error) {
 	return allocatedCards(m.kubeletDir, m.served)
 }
 
-// addPinned puts every unhealthy card whose pool came from the kubelet's
-// checkpoint (SeedUnbound) and that no pool took into the pool of that
-// resource, creating the pool when no card of it is present.
+// addPinned puts every unhealthy card whose pool came from the backend's
+// record of cards in use (SeedUnbound) and that no pool took into the
+// pool of that resource, creating the pool when no card of it is present.
 func (r *Reconciler) addPinned(pools []config.Pool, next map[string]known) []config.Pool {
 	if len(r.pinned) == 0 {
 		return pools
