@@ -13,13 +13,6 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
 
-// fixedAuthorizer answers every pod with the same allocation, in process.
-type fixedAuthorizer map[string][]string
-
-func (f fixedAuthorizer) ContainerDevices(context.Context, string, string, string) (map[string][]string, error) {
-	return f, nil
-}
-
 func benchPlugin(b *testing.B) *nri.Plugin {
 	b.Helper()
 	log := logrus.New()
@@ -30,7 +23,7 @@ func benchPlugin(b *testing.B) *nri.Plugin {
 	p, err := nri.New(nri.Config{
 		Kind:       kind,
 		Resources:  served{resI915: true},
-		Authorizer: fixedAuthorizer{resI915: {cardA}},
+		Authorizer: podresourcestest.Fixed{resI915: {cardA}},
 		Devices:    store,
 		Log:        logrus.NewEntry(log),
 		HostStat:   specHost.stat,

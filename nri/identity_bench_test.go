@@ -11,6 +11,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
 
 // BenchmarkCreateContainerGPUHostStat is BenchmarkCreateContainerGPU with
@@ -34,7 +35,7 @@ func BenchmarkCreateContainerGPUHostStat(b *testing.B) {
 	id := inv.Cards[0].ID
 	nodes, _ := store.Nodes(id)
 	p, err := nri.New(nri.Config{
-		Kind: kind, Resources: served{resI915: true}, Authorizer: fixedAuthorizer{resI915: {id}},
+		Kind: kind, Resources: served{resI915: true}, Authorizer: podresourcestest.Fixed{resI915: {id}},
 		Devices: store, Log: logrus.NewEntry(log),
 	})
 	require.NoError(b, err)
