@@ -112,9 +112,20 @@ type running struct {
 
 // runAgent runs the agent with o, its metrics server on a free loopback
 // port, until the test ends, when it must stop in time and without an
-// error. It returns once the metrics server listens.
+// error. It returns once the metrics server listens. Left unset, the CDI
+// dir is a fresh temp dir, the delivery cdi-cri, and the full rescan an
+// hour away: the tests make their changes seen through the watchers.
 func runAgent(t *testing.T, o Options) *running {
 	t.Helper()
+	if o.CDIDir == "" {
+		o.CDIDir = filepath.Join(t.TempDir(), "cdi")
+	}
+	if o.Delivery == "" {
+		o.Delivery = "cdi-cri"
+	}
+	if o.ResyncInterval == 0 {
+		o.ResyncInterval = time.Hour
+	}
 	addr := make(chan net.Addr, 1)
 	o.MetricsAddr, o.OnMetricsListen = "127.0.0.1:0", func(a net.Addr) { addr <- a }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -163,7 +174,7 @@ func startNode(t *testing.T, delivery, config string, gpus ...drmtest.GPU) *node
 	}
 	n.running = runAgent(t, Options{
 		Roots: tree.Roots(), CDIDir: n.cdiDir, KubeletDir: k.Dir(), ConfigPath: cfgPath,
-		Delivery: delivery, ResyncInterval: time.Hour, Log: testEntry(t),
+		Delivery: delivery, Log: testEntry(t),
 	})
 	return n
 }

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
@@ -66,10 +65,7 @@ func TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir(t *testing.T) {
 
 	log, hook := logtest.NewNullLogger()
 	log.SetLevel(logrus.DebugLevel)
-	base := runAgent(t, Options{
-		Roots: roots, CDIDir: filepath.Join(t.TempDir(), "cdi"), KubeletDir: kubelet,
-		Delivery: "cdi-cri", ResyncInterval: time.Hour, Log: logrus.NewEntry(log),
-	}).metrics
+	base := runAgent(t, Options{Roots: roots, KubeletDir: kubelet, Log: logrus.NewEntry(log)}).metrics
 	var code int
 	var body string
 	require.Eventually(t, func() bool {
@@ -95,10 +91,7 @@ func TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir(t *testing.T) {
 func TestAgentReadyzHasNoWarningOnAHealthyNode(t *testing.T) {
 	tree, err := drmtest.NewTree(t.TempDir())
 	require.NoError(t, err)
-	base := runAgent(t, Options{
-		Roots: tree.Roots(), CDIDir: filepath.Join(t.TempDir(), "cdi"), KubeletDir: kubelettest.ShortDir(t),
-		Delivery: "cdi-cri", ResyncInterval: time.Hour, Log: testEntry(t),
-	}).metrics
+	base := runAgent(t, Options{Roots: tree.Roots(), KubeletDir: kubelettest.ShortDir(t), Log: testEntry(t)}).metrics
 	var code int
 	var body string
 	require.Eventually(t, func() bool {
