@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"maps"
 	"sync"
@@ -46,21 +45,16 @@ func (b *heldBackend) lastUnhealthy() map[string]bool {
 }
 
 // runHeld runs the agent on tree with b as its backend until the test
-// ends, and returns once the first pass is published.
+// ends, and returns its CDI dir once the first pass is published.
 func runHeld(t *testing.T, tree *drmtest.Tree, b *heldBackend, log *logrus.Entry) (cdiDir string) {
 	t.Helper()
 	cdiDir = t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Roots: tree.Roots(), CDIDir: cdiDir, KubeletDir: kubelettest.ShortDir(t), ResyncInterval: time.Hour, Log: log,
-			NewBackend: func(*config.Config, *metrics.Agent) (Backend, error) { return b, nil }})
-	}()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	runAgent(t, Options{Roots: tree.Roots(), CDIDir: cdiDir, KubeletDir: kubelettest.ShortDir(t), Log: log,
+		NewBackend: func(*config.Config, *metrics.Agent) (Backend, error) { return b, nil }})
 	select {
 	case <-b.ran:
-	case err := <-done:
-		t.Fatalf("Run ended before serving: %v", err)
+	case <-time.After(wait):
+		t.Fatal("the backend was not started")
 	}
 	return cdiDir
 }

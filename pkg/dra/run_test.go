@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/dra/dratest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics/metricstest"
@@ -96,7 +97,7 @@ func (p *plugin) register(t *testing.T, client *fake.Clientset) *env {
 func TestRunFollowsTheNode(t *testing.T) {
 	drmtest.SkipUnlessRoot(t)
 	tree := drmtest.MustBuild(t, hybrid...)
-	cdiDir, data, reg, client := t.TempDir(), shortDir(t), shortDir(t), fakeClient()
+	cdiDir, data, reg, client := t.TempDir(), kubelettest.ShortDir(t), kubelettest.ShortDir(t), fakeClient()
 	p := runPlugin(t, tree, cdiDir, data, reg, client)
 	d, base := p.d, p.base
 	code, body := metricstest.Get(t, base+"/readyz")
@@ -113,17 +114,11 @@ func TestRunFollowsTheNode(t *testing.T) {
 	c := e.claim("c", "uid-c", result("gpu", "pci-0000-00-02-0"))
 	got := e.prepare(c)
 	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:00:02.0"}, cdiIDs(got["uid-c"]))
-	specs, err := filepath.Glob(filepath.Join(cdiDir, "*"))
+	name, err := cdi.FileName(cdi.DefaultKind, "0000:00:02.0")
 	require.NoError(t, err)
-	found := false
-	for _, s := range specs {
-		b, err := os.ReadFile(s)
-		require.NoError(t, err)
-		if strings.Contains(string(b), `"0000:00:02.0"`) {
-			found = true
-		}
-	}
-	require.True(t, found, "no spec names 0000:00:02.0 in %v", specs)
+	spec, err := os.ReadFile(filepath.Join(cdiDir, name))
+	require.NoError(t, err)
+	require.Contains(t, string(spec), `"0000:00:02.0"`)
 
 	// Hotplug.
 	xe := drmtest.IntelXe.WithPCI("0000:05:00.0").WithNodes(4, 130)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
@@ -50,7 +51,7 @@ func specNodes(t *testing.T, dir, id string) ([]drm.DeviceNode, bool) {
 func TestRestartKeepsTheUnboundCardOfAPreparedClaim(t *testing.T) {
 	drmtest.SkipUnlessRoot(t)
 	tree := drmtest.MustBuild(t, hybrid...)
-	cdiDir, data, reg, client := t.TempDir(), shortDir(t), shortDir(t), fakeClient()
+	cdiDir, data, reg, client := t.TempDir(), kubelettest.ShortDir(t), kubelettest.ShortDir(t), fakeClient()
 	const amd, amdDev = "0000:03:00.0", "pci-0000-03-00-0"
 
 	p := runPlugin(t, tree, cdiDir, data, reg, client)
