@@ -13,7 +13,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // draVariants are the DRA-mode renderings. They hold two DaemonSets (the
@@ -27,8 +26,7 @@ var draVariants = map[string]func() ([]byte, error){
 
 // draRendering is one DRA rendering's objects, by role.
 type draRendering struct {
-	raw                []byte
-	objs               []runtime.Object
+	rendered
 	devicePlugin, dra  *appsv1.DaemonSet
 	serviceAccount     *corev1.ServiceAccount
 	clusterRole        *rbacv1.ClusterRole
@@ -42,11 +40,17 @@ func renderDRA(t *testing.T) map[string]draRendering {
 	t.Helper()
 	out := map[string]draRendering{}
 	for name, render := range draVariants {
-		raw, err := render()
-		require.NoError(t, err, name)
-		objs, err := Decode(raw)
-		require.NoError(t, err, name)
-		r := draRendering{raw: raw, objs: objs, deviceClasses: map[string]*resourcev1.DeviceClass{}}
+		rendering := mustRender(t, name, render)
+		objs := rendering.objs
+		r := draRendering{
+			rendered:           rendering,
+			serviceAccount:     only[*corev1.ServiceAccount](t, objs, name+" ServiceAccount"),
+			clusterRole:        only[*rbacv1.ClusterRole](t, objs, name+" ClusterRole"),
+			clusterRoleBinding: only[*rbacv1.ClusterRoleBinding](t, objs, name+" ClusterRoleBinding"),
+			policy:             only[*admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, name+" ValidatingAdmissionPolicy"),
+			policyBinding:      only[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs, name+" ValidatingAdmissionPolicyBinding"),
+			deviceClasses:      map[string]*resourcev1.DeviceClass{},
+		}
 		for _, o := range objs {
 			switch o := o.(type) {
 			case *appsv1.DaemonSet:
@@ -57,27 +61,12 @@ func renderDRA(t *testing.T) map[string]draRendering {
 					require.Nil(t, r.devicePlugin, "%s: two device-plugin DaemonSets", name)
 					r.devicePlugin = o
 				}
-			case *corev1.ServiceAccount:
-				r.serviceAccount = o
-			case *rbacv1.ClusterRole:
-				r.clusterRole = o
-			case *rbacv1.ClusterRoleBinding:
-				r.clusterRoleBinding = o
-			case *admissionregistrationv1.ValidatingAdmissionPolicy:
-				r.policy = o
-			case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-				r.policyBinding = o
 			case *resourcev1.DeviceClass:
 				r.deviceClasses[o.Name] = o
 			}
 		}
-		for what, o := range map[string]any{
-			"device-plugin DaemonSet": r.devicePlugin, "DRA DaemonSet": r.dra, "ServiceAccount": r.serviceAccount,
-			"ClusterRole": r.clusterRole, "ClusterRoleBinding": r.clusterRoleBinding,
-			"ValidatingAdmissionPolicy": r.policy, "ValidatingAdmissionPolicyBinding": r.policyBinding,
-		} {
-			require.NotNil(t, o, "%s: no %s", name, what)
-		}
+		require.NotNil(t, r.devicePlugin, "%s: no device-plugin DaemonSet", name)
+		require.NotNil(t, r.dra, "%s: no DRA DaemonSet", name)
 		out[name] = r
 	}
 	return out

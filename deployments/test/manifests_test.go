@@ -152,40 +152,46 @@ type rendered struct {
 	objs []runtime.Object
 }
 
-func (r rendered) daemonSet(t *testing.T) *appsv1.DaemonSet {
+// mustRender renders one variant with render and decodes the stream.
+func mustRender(t *testing.T, name string, render func() ([]byte, error)) rendered {
 	t.Helper()
-	var found []*appsv1.DaemonSet
-	for _, o := range r.objs {
-		if ds, ok := o.(*appsv1.DaemonSet); ok {
-			found = append(found, ds)
+	raw, err := render()
+	require.NoError(t, err, name)
+	objs, err := Decode(raw)
+	require.NoError(t, err, name)
+	require.NotEmpty(t, objs, name)
+	return rendered{raw: raw, objs: objs}
+}
+
+// only returns the one object of type T in objs, and fails the test
+// unless there is exactly one; kind names T in the failure.
+func only[T runtime.Object](t *testing.T, objs []runtime.Object, kind string) T {
+	t.Helper()
+	var found []T
+	for _, o := range objs {
+		if o, ok := o.(T); ok {
+			found = append(found, o)
 		}
 	}
-	require.Len(t, found, 1, "exactly one DaemonSet")
+	require.Len(t, found, 1, "exactly one %s", kind)
 	return found[0]
+}
+
+func (r rendered) daemonSet(t *testing.T) *appsv1.DaemonSet {
+	t.Helper()
+	return only[*appsv1.DaemonSet](t, r.objs, "DaemonSet")
 }
 
 func (r rendered) configMap(t *testing.T) *corev1.ConfigMap {
 	t.Helper()
-	var found []*corev1.ConfigMap
-	for _, o := range r.objs {
-		if cm, ok := o.(*corev1.ConfigMap); ok {
-			found = append(found, cm)
-		}
-	}
-	require.Len(t, found, 1, "exactly one ConfigMap")
-	return found[0]
+	return only[*corev1.ConfigMap](t, r.objs, "ConfigMap")
 }
 
 func renderAll(t *testing.T) map[string]rendered {
 	t.Helper()
 	out := map[string]rendered{}
 	for name, v := range variants {
-		raw, err := v.render()
-		require.NoError(t, err, name)
-		objs, err := Decode(raw)
-		require.NoError(t, err, name)
-		require.NotEmpty(t, objs, name)
-		out[name] = rendered{raw: raw, objs: objs}
+		out[name] = mustRender(t, name, v.render)
 	}
 	return out
 }
