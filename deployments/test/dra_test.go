@@ -172,11 +172,7 @@ func TestDRADaemonSet(t *testing.T) {
 			checkHealth(t, nri, "nri-metrics", 9471)
 
 			// Exactly these host paths, each at the same path inside.
-			type mount struct {
-				readOnly bool
-				typ      corev1.HostPathType
-			}
-			want := map[string]map[string]mount{
+			want := map[string]map[string]hostMount{
 				"dra": {
 					"/dev/dri":                             {true, corev1.HostPathDirectoryOrCreate},
 					"/var/run/cdi":                         {false, corev1.HostPathDirectoryOrCreate},
@@ -190,26 +186,9 @@ func TestDRADaemonSet(t *testing.T) {
 					"/dev/dri":                       {true, corev1.HostPathDirectoryOrCreate},
 				},
 			}
-			hostPaths := map[string]corev1.HostPathVolumeSource{}
-			for _, v := range spec.Volumes {
-				if v.HostPath != nil {
-					hostPaths[v.Name] = *v.HostPath
-				} else {
-					require.NotNil(t, v.ConfigMap, "volume %s: only hostPath and configMap", v.Name)
-				}
-			}
+			mounts := hostMounts(t, spec)
 			for _, c := range spec.Containers {
-				got := map[string]mount{}
-				for _, m := range c.VolumeMounts {
-					hp, ok := hostPaths[m.Name]
-					if !ok {
-						require.True(t, m.ReadOnly, "%s: %s read-only", c.Name, m.MountPath)
-						continue
-					}
-					require.Equal(t, hp.Path, m.MountPath, "%s: %s at the same path", c.Name, hp.Path)
-					got[hp.Path] = mount{m.ReadOnly, *hp.Type}
-				}
-				require.Equal(t, want[c.Name], got, "%s host paths", c.Name)
+				require.Equal(t, want[c.Name], mounts[c.Name], "%s host paths", c.Name)
 			}
 		})
 	}
