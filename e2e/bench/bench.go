@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/dri-cdi/dri-cdi/e2e/harness"
@@ -134,23 +132,11 @@ func (b *bench) cleanup() {
 // onSignal cleans up and exits with status 130 on SIGINT, SIGTERM or
 // SIGHUP, so an interrupted run leaves no process, mount or file behind.
 func (b *bench) onSignal() (stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-ch:
-			b.interrupted.Store(true)
-			logf("%v: cleaning up", sig)
-			b.cleanup()
-			os.Exit(130)
-		case <-done:
-		}
-	}()
-	return func() {
-		signal.Stop(ch)
-		close(done)
-	}
+	return harness.OnSignal(func(sig os.Signal) {
+		b.interrupted.Store(true)
+		logf("%v: cleaning up", sig)
+		b.cleanup()
+	})
 }
 
 // logf prints a progress line on stderr.
