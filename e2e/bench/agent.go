@@ -37,11 +37,10 @@ func (b *bench) agentBinary() error {
 	if err != nil {
 		return err
 	}
-	kdir, err := os.MkdirTemp("", "dcb")
+	kdir, err := b.socketDir()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(kdir)
 	k, err := kubelettest.Start(kdir)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dri-cdi/dri-cdi/e2e/harness"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
 
 // Config is what one run measures and where.
@@ -96,6 +97,8 @@ type bench struct {
 	mu    sync.Mutex
 	suite *harness.Suite // set once, before the measurements
 	procs []*process
+	// socketDirs are the short directories of socketDir.
+	socketDirs []string
 	// scanWrite holds the scan_write_ms_<n> samples in ms, by card count.
 	scanWrite map[int][]float64
 	// interrupted is set by a signal; the run then writes nothing.
@@ -113,8 +116,8 @@ func (b *bench) track(p *process) {
 // removes the run's directory. It may run twice (signal and return).
 func (b *bench) cleanup() {
 	b.mu.Lock()
-	procs, suite := b.procs, b.suite
-	b.procs = nil
+	procs, suite, socketDirs := b.procs, b.suite, b.socketDirs
+	b.procs, b.socketDirs = nil, nil
 	b.mu.Unlock()
 	for _, p := range procs {
 		p.stop(10 * time.Second)
@@ -127,6 +130,33 @@ func (b *bench) cleanup() {
 	if b.tmp != "" {
 		_ = os.RemoveAll(b.tmp)
 	}
+	for _, dir := range socketDirs {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// socketDir makes a directory for unix sockets in the system's temp dir,
+// because b.tmp can be too deep for a socket path (at most about 100
+// bytes). cleanup removes it with b.tmp, on every exit path.
+func (b *bench) socketDir() (string, error) {
+	dir, err := os.MkdirTemp("", "dcb")
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.socketDirs = append(b.socketDirs, dir)
+	return dir, nil
+}
+
+// startPodResources starts a fake kubelet PodResources server on a socket
+// in a socketDir.
+func (b *bench) startPodResources() (*podresourcestest.Server, error) {
+	dir, err := b.socketDir()
+	if err != nil {
+		return nil, err
+	}
+	return podresourcestest.Start(filepath.Join(dir, "kubelet.sock"))
 }
 
 // onSignal cleans up and exits with status 130 on SIGINT, SIGTERM or

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -92,12 +91,7 @@ func (b *bench) newSuite(ctx context.Context) (*harness.Suite, error) {
 // remove pod sandboxes it did not create. dri-cdi-nri asks a fake
 // PodResources server in this process instead.
 func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
-	prDir, err := os.MkdirTemp("", "dcb")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(prDir)
-	kubelet, err := podresourcestest.Start(filepath.Join(prDir, "kubelet.sock"))
+	kubelet, err := b.startPodResources()
 	if err != nil {
 		return err
 	}

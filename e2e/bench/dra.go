@@ -46,11 +46,10 @@ func (b *bench) draBinary() error {
 	if err != nil {
 		return err
 	}
-	short, err := os.MkdirTemp("", "dcd")
+	short, err := b.socketDir()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(short)
 	reg, data := filepath.Join(short, "reg"), filepath.Join(short, "data")
 	for _, d := range []string{reg, data} {
 		if err := os.MkdirAll(d, 0o750); err != nil {

@@ -182,12 +182,7 @@ func (b *bench) measureHandler(n *node16) error {
 // kubelet PodResources server, on one kept-open connection, with the
 // plugin's default deadline.
 func (b *bench) measurePodResources(n *node16) error {
-	dir, err := os.MkdirTemp("", "dcb")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	srv, err := podresourcestest.Start(filepath.Join(dir, "kubelet.sock"))
+	srv, err := b.startPodResources()
 	if err != nil {
 		return err
 	}
