@@ -179,16 +179,7 @@ func (s *Suite) StartCluster(ctx context.Context, log Logger, opts ClusterOption
 		return c, fmt.Errorf("cluster PKI: %w", err)
 	}
 	c.Kubeconfig = c.PKI.Kubeconfigs["admin"]
-	if err := c.startEtcd(ctx); err != nil {
-		return c, err
-	}
-	if err := c.startAPIServer(ctx); err != nil {
-		return c, err
-	}
-	if err := c.startControllerManager(ctx); err != nil {
-		return c, err
-	}
-	if err := c.startScheduler(ctx); err != nil {
+	if err := startInOrder(ctx, c.startEtcd, c.startAPIServer, c.startControllerManager, c.startScheduler); err != nil {
 		return c, err
 	}
 	log.Logf("control plane up in %s", time.Since(start).Round(100*time.Millisecond))

@@ -186,13 +186,7 @@ func (s *Suite) StartNode(ctx context.Context, log Logger, opts NodeOptions) (n 
 			return n, err
 		}
 	}
-	if err := n.StartContainerd(ctx); err != nil {
-		return n, err
-	}
-	if err := n.importImages(ctx); err != nil {
-		return n, err
-	}
-	if err := n.StartKubelet(ctx); err != nil {
+	if err := startInOrder(ctx, n.StartContainerd, n.importImages, n.StartKubelet); err != nil {
 		return n, err
 	}
 	if opts.NRI {

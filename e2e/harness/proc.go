@@ -14,6 +14,18 @@ import (
 	"time"
 )
 
+// startInOrder runs each start in turn, each after the one before it is
+// up, and stops at the first that fails: the components a node or a
+// control plane needs, in the order they depend on each other.
+func startInOrder(ctx context.Context, starts ...func(context.Context) error) error {
+	for _, start := range starts {
+		if err := start(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // proc is a host process started by the harness, in its own process
 // group, with output appended to a log file.
 type proc struct {
