@@ -71,23 +71,21 @@ func (b *bench) agentBinary() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	rss, err := steadyRSS(agent.pid(), 2*time.Second, 500*time.Millisecond, 5)
+	rss, err := agent.steadyRSS()
 	if err != nil {
 		return err
 	}
-	if !agent.running() {
-		return agent.exited()
-	}
-	return b.setRSS("agent_rss_mb", rss, "dri-cdi-agent (16 cards, 4 resources, metrics server on) after the Allocate and hotplug load; median of 5 samples 0.5 s apart, 2 s after the load")
+	return b.setRSS("agent_rss_mb", rss, "dri-cdi-agent (16 cards, 4 resources, metrics server on) after the Allocate and hotplug load")
 }
 
-// setRSS records a steady-state RSS key from its samples in MiB.
-func (b *bench) setRSS(key string, samples []float64, note string) error {
+// setRSS records a steady-state RSS key from its samples in MiB (of
+// steadyRSS); what says what was measured, and the note adds how.
+func (b *bench) setRSS(key string, samples []float64, what string) error {
 	sum, err := Summarize(samples)
 	if err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}
-	b.report.Set(key, Result{Value: sum.Median, Sample: &sum, Note: note})
+	b.report.Set(key, Result{Value: sum.Median, Sample: &sum, Note: what + "; " + rssMethod})
 	b.report.Params.Repetitions[key] = sum.N
 	logf("%s = %.3g MiB", key, sum.Median)
 	return nil

@@ -97,14 +97,11 @@ func (b *bench) draBinary() error {
 	if err := b.measurePrepare(p, api, cards); err != nil {
 		return fmt.Errorf("%w; last lines of dri-cdi-dra's log:\n%s", err, tail(filepath.Join(dir, "dra.log"), 20))
 	}
-	rss, err := steadyRSS(plugin.pid(), 2*time.Second, 500*time.Millisecond, 5)
+	rss, err := plugin.steadyRSS()
 	if err != nil {
 		return err
 	}
-	if !plugin.running() {
-		return plugin.exited()
-	}
-	return b.setRSS("dra_rss_mb", rss, "dri-cdi-dra (16 cards, one ResourceSlice, metrics server on) after the prepare load; median of 5 samples 0.5 s apart, 2 s after the load")
+	return b.setRSS("dra_rss_mb", rss, "dri-cdi-dra (16 cards, one ResourceSlice, metrics server on) after the prepare load")
 }
 
 // measurePrepare prepares one claim for one card per call, as the

@@ -77,14 +77,25 @@ func (p *process) stop(grace time.Duration) {
 	}
 }
 
-// steadyRSS waits settle, then samples the VmRSS of a process n times,
-// interval apart, and returns the samples in MiB.
-func steadyRSS(pid int, settle, interval time.Duration, n int) ([]float64, error) {
-	time.Sleep(settle)
-	out := make([]float64, 0, n)
-	for i := range n {
+// How every *_rss_mb key is sampled: rssSettle after the load, then
+// rssSamples samples rssInterval apart; the key is their median.
+const (
+	rssSettle   = 2 * time.Second
+	rssInterval = 500 * time.Millisecond
+	rssSamples  = 5
+)
+
+// rssMethod says in a report note how the RSS was sampled.
+var rssMethod = fmt.Sprintf("median of %d samples %g s apart, %g s after the load", rssSamples, rssInterval.Seconds(), rssSettle.Seconds())
+
+// steadyRSS waits rssSettle, then samples the VmRSS of a process
+// rssSamples times, rssInterval apart, and returns the samples in MiB.
+func steadyRSS(pid int) ([]float64, error) {
+	time.Sleep(rssSettle)
+	out := make([]float64, 0, rssSamples)
+	for i := range rssSamples {
 		if i > 0 {
-			time.Sleep(interval)
+			time.Sleep(rssInterval)
 		}
 		mb, err := RSSMB(pid)
 		if err != nil {
@@ -93,6 +104,19 @@ func steadyRSS(pid int, settle, interval time.Duration, n int) ([]float64, error
 		out = append(out, mb)
 	}
 	return out, nil
+}
+
+// steadyRSS is steadyRSS of the process, and the process's exit error if
+// it is no longer running after the samples.
+func (p *process) steadyRSS() ([]float64, error) {
+	rss, err := steadyRSS(p.pid())
+	if err != nil {
+		return nil, err
+	}
+	if !p.running() {
+		return nil, p.exited()
+	}
+	return rss, nil
 }
 
 // recordBinaries notes the size and build tags of the product binaries
