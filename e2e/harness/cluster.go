@@ -255,14 +255,14 @@ func (c *Cluster) start(name string, argv ...string) (*proc, error) {
 	return p, err
 }
 
-// waitHTTPS polls a control-plane component's /healthz (or /readyz), which
+// waitHealthy polls a control-plane component's /healthz (or /readyz), which
 // answer anonymous requests.
 func (c *Cluster) waitHealthy(ctx context.Context, p *proc, url string, timeout time.Duration) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		// Loopback only; the components' serving certs are self-signed.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
 	}}
-	err := p.waitReady(ctx, timeout, func() bool {
+	return p.waitReady(ctx, p.name, timeout, func() bool {
 		resp, err := client.Get(url)
 		if err != nil {
 			return false
@@ -270,10 +270,6 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *proc, url string, timeout 
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	if err != nil {
-		return fmt.Errorf("wait for %s: %w", p.name, err)
-	}
-	return nil
 }
 
 func (c *Cluster) startEtcd(ctx context.Context) (err error) {

@@ -209,14 +209,10 @@ func (n *Node) StartContainerd(ctx context.Context) error {
 	}
 	n.containerd = p
 	n.log.Logf("containerd %s started (pid %d)", n.containerdVersion(ctx), p.cmd.Process.Pid)
-	err = p.waitReady(ctx, 60*time.Second, func() bool {
+	return p.waitReady(ctx, "containerd", 60*time.Second, func() bool {
 		_, err := n.Ctr(ctx, "version")
 		return err == nil
 	})
-	if err != nil {
-		return fmt.Errorf("wait for containerd: %w", err)
-	}
-	return nil
 }
 
 // StopContainerd stops containerd; shims and containers keep running.

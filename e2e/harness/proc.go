@@ -72,19 +72,23 @@ func startProc(name, logPath, pidDir string, env []string, argv ...string) (*pro
 	return p, nil
 }
 
-// running reports whether the process has not exited yet.
 // waitReady polls ready until it holds; when the process exits first it
 // fails at once with the end of the process's log, instead of waiting out
-// the timeout.
-func (p *proc) waitReady(ctx context.Context, timeout time.Duration, ready func() bool) error {
-	return poll(ctx, timeout, func() (bool, error) {
+// the timeout. Its error says "wait for <what>".
+func (p *proc) waitReady(ctx context.Context, what string, timeout time.Duration, ready func() bool) error {
+	err := poll(ctx, timeout, func() (bool, error) {
 		if !p.running() {
 			return false, fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.tail(4000))
 		}
 		return ready(), nil
 	})
+	if err != nil {
+		return fmt.Errorf("wait for %s: %w", what, err)
+	}
+	return nil
 }
 
+// running reports whether the process has not exited yet.
 func (p *proc) running() bool {
 	select {
 	case <-p.done:

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"syscall"
 	"time"
 
@@ -79,13 +78,9 @@ func (n *Node) StartNRI(ctx context.Context) error {
 	n.nri = p
 	n.log.Logf("dri-cdi-nri started (pid %d)", p.cmd.Process.Pid)
 	// A pod created before the plugin connected would not see it.
-	err = p.waitReady(ctx, 30*time.Second, func() bool {
+	return p.waitReady(ctx, "dri-cdi-nri to connect to containerd", 30*time.Second, func() bool {
 		return n.CountLog("containerd", nriConnected...) > connected
 	})
-	if err != nil {
-		return fmt.Errorf("wait for dri-cdi-nri to connect to containerd: %w", err)
-	}
-	return nil
 }
 
 // nriConnected matches containerd's log line for our NRI plugin having
