@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/dri-cdi/dri-cdi/e2e/harness"
@@ -96,7 +97,7 @@ type bench struct {
 
 	mu    sync.Mutex
 	suite *harness.Suite // set once, before the measurements
-	procs []*process
+	procs []*harness.Process
 	// socketDirs are the short directories of socketDir.
 	socketDirs []string
 	// scanWrite holds the scan_write_ms_<n> samples in ms, by card count.
@@ -106,7 +107,7 @@ type bench struct {
 }
 
 // track remembers a started binary, so that an interrupted run stops it.
-func (b *bench) track(p *process) {
+func (b *bench) track(p *harness.Process) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.procs = append(b.procs, p)
@@ -120,7 +121,7 @@ func (b *bench) cleanup() {
 	b.procs, b.socketDirs = nil, nil
 	b.mu.Unlock()
 	for _, p := range procs {
-		p.stop(10 * time.Second)
+		p.Stop(syscall.SIGTERM, 10*time.Second)
 	}
 	if suite != nil {
 		if err := suite.Close(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -74,13 +75,13 @@ func (b *bench) draBinary() error {
 		return err
 	}
 	b.track(plugin)
-	defer plugin.stop(10 * time.Second)
+	defer plugin.Stop(syscall.SIGTERM, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sock, err := dratest.WaitSocket(ctx, reg)
 	if err != nil {
-		if !plugin.running() {
-			return plugin.exited()
+		if !plugin.Running() {
+			return plugin.Exited()
 		}
 		return err
 	}
@@ -97,7 +98,7 @@ func (b *bench) draBinary() error {
 	if err := b.measurePrepare(p, api, cards); err != nil {
 		return fmt.Errorf("%w; last lines of dri-cdi-dra's log:\n%s", err, tail(filepath.Join(dir, "dra.log"), 20))
 	}
-	rss, err := plugin.steadyRSS()
+	rss, err := runningRSS(plugin)
 	if err != nil {
 		return err
 	}

@@ -4,77 +4,21 @@ import (
 	"debug/buildinfo"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/dri-cdi/dri-cdi/e2e/harness"
 )
 
-// process is a product binary started by the bench, in its own process
-// group, killed if the bench dies.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-func startProcess(name, logPath string, argv ...string) (*process, error) {
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// startProcess starts a product binary as a harness.Process and says so.
+func startProcess(name, logPath string, argv ...string) (*harness.Process, error) {
+	p, err := harness.StartProcess(name, logPath, argv...)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		lf.Close()
-		close(p.done)
-	}()
-	logf("%s started (pid %d): %s", name, cmd.Process.Pid, strings.Join(argv, " "))
+	logf("%s started (pid %d): %s", name, p.Pid(), strings.Join(argv, " "))
 	return p, nil
-}
-
-func (p *process) pid() int { return p.cmd.Process.Pid }
-
-func (p *process) running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// exited describes how the process ended, with the tail of its log.
-func (p *process) exited() error {
-	data, _ := os.ReadFile(p.log)
-	if len(data) > 2000 {
-		data = data[len(data)-2000:]
-	}
-	return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, data)
-}
-
-// stop sends SIGTERM to the process group and kills it after grace.
-func (p *process) stop(grace time.Duration) {
-	if p == nil || !p.running() {
-		return
-	}
-	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
-		<-p.done
-	}
 }
 
 // How every *_rss_mb key is sampled: rssSettle after the load, then
@@ -106,15 +50,15 @@ func steadyRSS(pid int) ([]float64, error) {
 	return out, nil
 }
 
-// steadyRSS is steadyRSS of the process, and the process's exit error if
-// it is no longer running after the samples.
-func (p *process) steadyRSS() ([]float64, error) {
-	rss, err := steadyRSS(p.pid())
+// runningRSS is steadyRSS of p, and p's exit error if it is no longer
+// running after the samples.
+func runningRSS(p *harness.Process) ([]float64, error) {
+	rss, err := steadyRSS(p.Pid())
 	if err != nil {
 		return nil, err
 	}
-	if !p.running() {
-		return nil, p.exited()
+	if !p.Running() {
+		return nil, p.Exited()
 	}
 	return rss, nil
 }

@@ -208,7 +208,7 @@ func (n *Node) StartContainerd(ctx context.Context) error {
 		return err
 	}
 	n.containerd = p
-	n.log.Logf("containerd %s started (pid %d)", n.containerdVersion(ctx), p.cmd.Process.Pid)
+	n.log.Logf("containerd %s started (pid %d)", n.containerdVersion(ctx), p.Pid())
 	return p.waitReady(ctx, "containerd", 60*time.Second, func() bool {
 		_, err := n.Ctr(ctx, "version")
 		return err == nil
@@ -217,7 +217,7 @@ func (n *Node) StartContainerd(ctx context.Context) error {
 
 // StopContainerd stops containerd; shims and containers keep running.
 func (n *Node) StopContainerd() {
-	n.containerd.stop(syscall.SIGTERM, 20*time.Second)
+	n.containerd.Stop(syscall.SIGTERM, 20*time.Second)
 }
 
 // RestartContainerd stops and starts containerd.
