@@ -12,15 +12,11 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/daemon"
 	"github.com/dri-cdi/dri-cdi/pkg/dra"
-	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
 
 func main() {
-	var o dra.RunOptions
-	var logFlags logging.Flags
-	fs := dra.NewFlagSet(&o, &logFlags)
-	os.Exit(daemon.Main(os.Args[1:], fs, &logFlags, os.Stderr, func(ctx context.Context, log *logrus.Logger) error {
+	os.Exit(daemon.Main(dra.NewFlagSet, func(ctx context.Context, o dra.RunOptions, log *logrus.Logger) error {
 		o.Agent.Log, o.Agent.Version = logrus.NewEntry(log).WithField("version", version.Version), version.Version
 		// The kubelet plugin helper and client-go log with klog.
 		klogs := dra.Logger(o.Agent.Log.WithField("component", "kubeletplugin"))
