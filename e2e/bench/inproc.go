@@ -25,14 +25,6 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
 
-// fixedAuthorizer answers every container with one allocation, in
-// process: the handler is measured without the kubelet round trip.
-type fixedAuthorizer map[string][]string
-
-func (f fixedAuthorizer) ContainerDevices(context.Context, string, string, string) (map[string][]string, error) {
-	return f, nil
-}
-
 // node16 is a fake tree with 16 mixed GPUs and their CDI specs, the node
 // the in-process measurements run against.
 type node16 struct {
@@ -129,7 +121,7 @@ func (b *bench) measureHandler(n *node16) error {
 	}
 	p, err := nri.New(nri.Config{
 		Kind: cfg.Kind(), Resources: cfg, Devices: store, Log: log,
-		Authorizer: fixedAuthorizer{n.resource: {n.card.ID}},
+		Authorizer: podresourcestest.Fixed{n.resource: {n.card.ID}},
 	})
 	if err != nil {
 		return err
