@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
@@ -192,23 +191,12 @@ func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
 // setRatio records the ratio of the medians of two arms, with both arms'
 // samples in ms.
 func (b *bench) setRatio(key string, num, den *arm, note string) error {
-	a, err := Summarize(In(time.Millisecond, num.times))
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", key, num.name, err)
-	}
-	d, err := Summarize(In(time.Millisecond, den.times))
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", key, den.name, err)
-	}
-	ratio, err := Ratio(a, d)
-	if err != nil {
-		return fmt.Errorf("%s: %w", key, err)
-	}
 	na, nd := In(time.Millisecond, num.times), In(time.Millisecond, den.times)
-	lo, hi, err := RatioCI(na, nd, 0.95, 2000, rand.New(rand.NewPCG(1, 2)))
+	c, err := Compare(na, nd)
 	if err != nil {
-		return fmt.Errorf("%s: %w", key, err)
+		return fmt.Errorf("%s (%s over %s): %w", key, num.name, den.name, err)
 	}
+	a, d, ratio, lo, hi := c.Num, c.Den, c.Ratio, c.CI95[0], c.CI95[1]
 	b.report.Set(key, Result{Value: ratio, Unit: "ratio", Stat: "median ratio", Note: note,
 		Parts:   map[string]Summary{num.name + " (ms)": a, den.name + " (ms)": d},
 		CI95:    &[2]float64{round(lo, 4), round(hi, 4)},

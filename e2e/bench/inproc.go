@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -294,22 +293,11 @@ func (b *bench) scanGrowth() error {
 	if len(s16) == 0 || len(s128) == 0 {
 		return errors.New("scan_write_growth_128: scan_write_ms_16 or scan_write_ms_128 missing")
 	}
-	a, err := Summarize(s128)
+	c, err := Compare(s128, s16)
 	if err != nil {
-		return err
+		return fmt.Errorf("scan_write_growth_128: %w", err)
 	}
-	d, err := Summarize(s16)
-	if err != nil {
-		return err
-	}
-	ratio, err := Ratio(a, d)
-	if err != nil {
-		return err
-	}
-	lo, hi, err := RatioCI(s128, s16, 0.95, 2000, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		return err
-	}
+	a, d, ratio, lo, hi := c.Num, c.Den, c.Ratio, c.CI95[0], c.CI95[1]
 	b.report.Set("scan_write_growth_128", Result{Value: ratio, Note: "scan_write_ms_128 / scan_write_ms_16: 8 cards for one is linear growth",
 		Parts: map[string]Summary{"scan_write_ms_128": a, "scan_write_ms_16": d}, CI95: &[2]float64{round(lo, 4), round(hi, 4)}})
 	b.report.Params.Repetitions["scan_write_growth_128"] = min(a.N, d.N)
