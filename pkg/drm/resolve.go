@@ -1,11 +1,13 @@
 package drm
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxLinks is the most symlinks one resolution follows, as Linux's
@@ -17,21 +19,44 @@ const maxLinks = 40
 // long prefixes (/sys/devices/pci0000:00/...), so one discovery pass
 // looks each of them up once instead of once per path. A resolver lives
 // for one pass: the tree may change between passes.
+//
+// Each entry costs one readlink(2): it returns the target of a symlink
+// and EINVAL for anything else, so no lstat(2) is needed to tell them
+// apart. Whether a non-link is a directory is learnt when a name is
+// found in it, or, only where the walk needs it before any name follows
+// (".", "..", a trailing "/"), from an lstat(2).
 type resolver struct {
-	// cache maps "<resolved dir>/<name>" to what that entry resolves to.
-	cache map[string]resolved
+	// cache maps "<resolved dir>/<name>" to what that entry resolves
+	// to. A link and its target share one *resolved, so what is learnt
+	// about the target holds for the link too.
+	cache map[string]*resolved
+	root  resolved
+	buf   []byte // readlink buffer
 }
+
+// isDir is what a resolver knows of an entry being a directory.
+type isDir uint8
+
+const (
+	dirUnknown isDir = iota
+	dirYes
+	dirNo
+)
 
 // resolved is what a directory entry resolves to.
 type resolved struct {
 	path string
 	// dir tells whether a "/" may follow: after anything else the
 	// kernel, and filepath.EvalSymlinks, fail with ENOTDIR.
-	dir bool
+	dir isDir
 }
 
 func newResolver() *resolver {
-	return &resolver{cache: make(map[string]resolved, 256)}
+	return &resolver{
+		cache: make(map[string]*resolved, 256),
+		root:  resolved{path: "/", dir: dirYes},
+		buf:   make([]byte, 256),
+	}
 }
 
 // resolve returns the absolute path with every symlink in it followed.
@@ -45,63 +70,224 @@ func (r *resolver) resolve(path string) (string, error) {
 	}
 	links := 0
 	e, err := r.walk(path, &links)
-	return e.path, err
+	if err != nil {
+		return "", err
+	}
+	return e.path, nil
 }
 
-func (r *resolver) walk(path string, links *int) (resolved, error) {
-	cur := resolved{path: "/", dir: true}
-	rest := path
+// known records that path, already resolved, is no symlink, and whether
+// it is a directory, so that a later walk through it asks the kernel
+// nothing. The caller has just looked at the entry itself (an lstat(2)
+// of a device node, say).
+func (r *resolver) known(path string, dir bool) {
+	e := &resolved{path: path, dir: dirNo}
+	if dir {
+		e.dir = dirYes
+	}
+	r.cache[path] = e
+}
+
+// walk resolves the absolute path. It starts after the longest prefix
+// the cache knows to be symlink-free, and names entries by substrings
+// of path while the part walked so far resolved to itself, so that most
+// lookups of a pass neither build a string nor ask the kernel.
+func (r *resolver) walk(path string, links *int) (*resolved, error) {
+	cur, i := r.cachedPrefix(path)
+	if i > 0 && i < len(path) {
+		// path[i] is a "/".
+		if err := r.mustBeDir(cur, path[:i], path[i+1:]); err != nil {
+			return nil, err
+		}
+	}
+	rest := path[i:]
 	for rest != "" {
 		var (
 			comp string
 			more bool // a "/" follows comp
 		)
+		at := len(path) - len(rest) // where comp starts in path
 		comp, rest, more = strings.Cut(rest, "/")
 		switch comp {
 		case "", ".":
 			continue
 		case "..":
-			cur = resolved{path: parentDir(cur.path), dir: true}
+			cur = r.parent(cur)
 			continue
 		}
-		next := joinPath(cur.path, comp)
+		var next string
+		if r.resolvesToItself(cur, path, at) {
+			next = path[:at+len(comp)]
+		} else {
+			next = joinPath(cur.path, comp)
+		}
 		e, ok := r.cache[next]
 		if !ok {
 			var err error
-			if e, err = r.lookup(next, cur.path, links); err != nil {
-				return resolved{}, err
+			if e, err = r.lookup(next, cur, links); err != nil {
+				return nil, err
 			}
 			r.cache[next] = e
 		}
-		if more && !e.dir {
-			return resolved{}, &fs.PathError{Op: "resolve", Path: next, Err: syscall.ENOTDIR}
+		if more {
+			if err := r.mustBeDir(e, next, rest); err != nil {
+				return nil, err
+			}
 		}
 		cur = e
 	}
 	return cur, nil
 }
 
+// cachedPrefix returns the longest prefix path[:i] of path, ending at a
+// "/" or at the end, that is a key of the cache, and its entry; or the
+// root and 0. A key is "<resolved dir>/<name>", and a resolved directory
+// resolves to itself, so the entry is what walking path[:i] would give.
+func (r *resolver) cachedPrefix(path string) (*resolved, int) {
+	for i := len(path); i > 1; {
+		if e, ok := r.cache[path[:i]]; ok {
+			return e, i
+		}
+		j := strings.LastIndexByte(path[:i], '/')
+		if j <= 0 {
+			break
+		}
+		i = j
+	}
+	return &r.root, 0
+}
+
+// resolvesToItself reports whether path[:at] is cur.path followed by a
+// "/": then the entry at path[at:] is named by a substring of path.
+func (r *resolver) resolvesToItself(cur *resolved, path string, at int) bool {
+	if cur == &r.root {
+		return at == 1
+	}
+	return at == len(cur.path)+1 && path[:at-1] == cur.path
+}
+
+// parent is the resolved parent of the resolved directory cur.
+func (r *resolver) parent(cur *resolved) *resolved {
+	p := parentDir(cur.path)
+	if p == "/" {
+		return &r.root
+	}
+	// Every resolved path is cached under its own name: it was the
+	// "<dir>/<name>" of its last lookup.
+	if e, ok := r.cache[p]; ok && e.path == p {
+		e.dir = dirYes
+		return e
+	}
+	e := &resolved{path: p, dir: dirYes}
+	r.cache[p] = e
+	return e
+}
+
+// mustBeDir fails with ENOTDIR, naming the entry next, when e, followed
+// by a "/" and rest, is no directory. When a name follows, the kernel
+// checks that when it looks the name up; when only ".", ".." or nothing
+// follows, e is looked at now.
+func (r *resolver) mustBeDir(e *resolved, next, rest string) error {
+	if e.dir == dirUnknown && !nameFollows(rest) {
+		var st unix.Stat_t
+		if err := lstat(e.path, &st); err != nil {
+			return &fs.PathError{Op: "lstat", Path: e.path, Err: err}
+		}
+		e.dir = dirNo
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			e.dir = dirYes
+		}
+	}
+	if e.dir == dirNo {
+		return &fs.PathError{Op: "resolve", Path: next, Err: syscall.ENOTDIR}
+	}
+	return nil
+}
+
+// nameFollows reports whether the first component of rest other than
+// "" and "." is a name (not "..").
+func nameFollows(rest string) bool {
+	for rest != "" {
+		var comp string
+		comp, rest, _ = strings.Cut(rest, "/")
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			return false
+		}
+		return true
+	}
+	return false
+}
+
 // lookup resolves the entry next of the resolved directory dir.
-func (r *resolver) lookup(next, dir string, links *int) (resolved, error) {
-	fi, err := os.Lstat(next)
+func (r *resolver) lookup(next string, dir *resolved, links *int) (*resolved, error) {
+	target, err := r.readlink(next)
+	if errors.Is(err, unix.EINVAL) {
+		// Not a symlink, but found: dir is a directory.
+		dir.dir = dirYes
+		return &resolved{path: next}, nil
+	}
 	if err != nil {
-		return resolved{}, err
+		return nil, &fs.PathError{Op: "readlink", Path: next, Err: err}
 	}
-	if fi.Mode()&fs.ModeSymlink == 0 {
-		return resolved{path: next, dir: fi.IsDir()}, nil
-	}
+	dir.dir = dirYes
 	*links++
 	if *links > maxLinks {
-		return resolved{}, fmt.Errorf("%w: more than %d", syscall.ELOOP, maxLinks)
-	}
-	target, err := os.Readlink(next)
-	if err != nil {
-		return resolved{}, err
+		return nil, fmt.Errorf("%w: more than %d", syscall.ELOOP, maxLinks)
 	}
 	if !strings.HasPrefix(target, "/") {
-		target = joinPath(dir, target)
+		target = joinTarget(dir.path, target)
 	}
 	return r.walk(target, links)
+}
+
+// readlink returns the target of the symlink path, with a buffer that
+// grows as needed and is kept for the next call.
+func (r *resolver) readlink(path string) (string, error) {
+	for {
+		n, err := unix.Readlink(path, r.buf)
+		for err == unix.EINTR {
+			n, err = unix.Readlink(path, r.buf)
+		}
+		if err != nil {
+			return "", err
+		}
+		if n < len(r.buf) {
+			return string(r.buf[:n]), nil
+		}
+		if len(r.buf) >= unix.PathMax {
+			return "", unix.ENAMETOOLONG
+		}
+		r.buf = make([]byte, 2*len(r.buf))
+	}
+}
+
+// lstat is unix.Lstat, retried when a signal interrupts it.
+func lstat(path string, st *unix.Stat_t) error {
+	for {
+		if err := unix.Lstat(path, st); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// joinTarget is the path of the relative symlink target in the resolved
+// directory dir. Its leading ".." are folded into dir: the parent of a
+// resolved directory is its lexical parent. Any later ".." is left to
+// the walk, which must resolve what comes before it first.
+func joinTarget(dir, target string) string {
+	for {
+		switch {
+		case target == "..":
+			return parentDir(dir)
+		case strings.HasPrefix(target, "../"):
+			dir, target = parentDir(dir), target[3:]
+		default:
+			return joinPath(dir, target)
+		}
+	}
 }
 
 // joinPath appends name to the absolute, clean dir without cleaning
