@@ -58,7 +58,9 @@ func TestDiscoverRelativeLinkOutOfRoot(t *testing.T) {
 		return dir
 	}
 
+	third := drmtest.IntelXe.WithNodes(2, 130).WithPCI("0000:04:00.0")
 	tests := map[string]struct {
+		gpus    []drmtest.GPU // default: IntelIGPU and good
 		mutate  func(t *testing.T, tree *drmtest.Tree, class string)
 		wantIDs []string
 		skipped map[string]error
@@ -88,6 +90,19 @@ func TestDiscoverRelativeLinkOutOfRoot(t *testing.T) {
 			wantIDs: []string{intel},
 			skipped: map[string]error{"card1": drm.ErrOutsideRoot, "renderD129": drm.ErrUnpaired},
 		},
+		"class link read through the class directory's descriptor": {
+			// card2 is the third entry of class/drm, the use that
+			// opens the directory: its link is read relative to it.
+			gpus: []drmtest.GPU{drmtest.IntelIGPU, good, third},
+			mutate: func(t *testing.T, tree *drmtest.Tree, class string) {
+				parent, err := tree.DevicePath(third.ID())
+				require.NoError(t, err)
+				out := outsideCard(t, tree, filepath.Join(parent, "drm", "card2"), "card2")
+				relLink(t, filepath.Join(class, "card2"), out)
+			},
+			wantIDs: []string{intel, amd},
+			skipped: map[string]error{"card2": drm.ErrOutsideRoot, "renderD130": drm.ErrUnpaired},
+		},
 		"device link of a card whose directory is resolved": {
 			mutate: func(t *testing.T, tree *drmtest.Tree, class string) {
 				parent, err := tree.DevicePath(amd)
@@ -101,7 +116,11 @@ func TestDiscoverRelativeLinkOutOfRoot(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			tree := drmtest.MustBuild(t, drmtest.IntelIGPU, good)
+			gpus := tc.gpus
+			if gpus == nil {
+				gpus = []drmtest.GPU{drmtest.IntelIGPU, good}
+			}
+			tree := drmtest.MustBuild(t, gpus...)
 			class := filepath.Join(tree.Roots().Sysfs, "class", "drm")
 			tc.mutate(t, tree, class)
 			inv, err := drm.Discover(tree.Roots())

@@ -51,7 +51,8 @@ func Discover(roots Roots) (*Inventory, error) {
 	}
 	// The pass's resolver resolves the root too: every path discovery
 	// resolves starts with it.
-	res := newResolver()
+	res := newResolverAt()
+	defer res.close()
 	sysReal, err := res.resolve(sys)
 	if err != nil {
 		return nil, fmt.Errorf("resolve sysfs root %s: %w", sys, err)
@@ -190,7 +191,7 @@ func (d *discovery) probe(e *entry) {
 		return
 	}
 	e.parent = parent
-	raw, err := readAttr(joinPath(dir, "dev"))
+	raw, err := d.res.readAttr(joinPath(dir, "dev"))
 	if err != nil {
 		e.err = err
 		return
@@ -248,9 +249,11 @@ func within(root, path string) bool {
 // so this takes the system calls directly: no os.File (whose poller
 // registration is one more call per file), and no read to find the end of
 // a file whose size fstat gave (sysfs reports a page for every attribute,
-// so there the end is found by reading).
-func readAttr(path string) (string, error) {
-	fd, err := openAttr(path)
+// so there the end is found by reading). The directory of path must be
+// resolved.
+func (r *resolver) readAttr(path string) (string, error) {
+	dirfd, name := r.at(path)
+	fd, err := openAttr(dirfd, name)
 	if err != nil {
 		return "", &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -262,7 +265,7 @@ func readAttr(path string) (string, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return "", fmt.Errorf("read %s: not a regular file (%s)", path, fileType(st.Mode))
 	}
-	var buf [maxAttrSize]byte
+	buf := r.buf[:maxAttrSize]
 	n := 0
 	for n < len(buf) && (st.Size <= 0 || int64(n) < st.Size) {
 		m, err := unix.Read(fd, buf[n:])
@@ -280,10 +283,11 @@ func readAttr(path string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// openAttr opens path for readAttr, retried when a signal interrupts it.
-func openAttr(path string) (int, error) {
+// openAttr opens name in dirfd for readAttr, retried when a signal
+// interrupts it.
+func openAttr(dirfd int, name string) (int, error) {
 	for {
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != unix.EINTR {
 			return fd, err
 		}
@@ -382,14 +386,14 @@ func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error
 	if idBus == "pci" && isPCIAddress(name) {
 		c.PCIAddress = name
 		numaDev = idDev
-		if c.VendorID, err = readHexID(joinPath(idDev, "vendor")); err != nil {
+		if c.VendorID, err = d.readHexID(joinPath(idDev, "vendor")); err != nil {
 			return built{}, cardE, err
 		}
-		if c.DeviceID, err = readHexID(joinPath(idDev, "device")); err != nil {
+		if c.DeviceID, err = d.readHexID(joinPath(idDev, "device")); err != nil {
 			return built{}, cardE, err
 		}
 	}
-	if c.NUMANode, err = readNUMA(joinPath(numaDev, "numa_node")); err != nil {
+	if c.NUMANode, err = d.readNUMA(joinPath(numaDev, "numa_node")); err != nil {
 		return built{}, cardE, err
 	}
 	if err := alloc.ValidCardID(name); err != nil {
@@ -493,8 +497,8 @@ func platformDriver(dev string) string {
 	return dev
 }
 
-func readHexID(path string) (string, error) {
-	raw, err := readAttr(path)
+func (d *discovery) readHexID(path string) (string, error) {
+	raw, err := d.res.readAttr(path)
 	if err != nil {
 		return "", err
 	}
@@ -505,8 +509,8 @@ func readHexID(path string) (string, error) {
 	return id, nil
 }
 
-func readNUMA(path string) (int, error) {
-	raw, err := readAttr(path)
+func (d *discovery) readNUMA(path string) (int, error) {
+	raw, err := d.res.readAttr(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return -1, nil
 	}
@@ -525,15 +529,20 @@ func readNUMA(path string) (int, error) {
 func (d *discovery) node(e *entry) (DeviceNode, error) {
 	dri := joinPath(d.dev, "dri")
 	host := joinPath(dri, e.name)
-	n, err := statChar(host)
+	fd, name := unix.AT_FDCWD, host
+	realDri, driErr := d.res.resolve(dri)
+	if driErr == nil {
+		fd, name = d.res.at(joinPath(realDri, e.name))
+	}
+	n, err := statCharAt(fd, name, host)
 	if err != nil {
 		return DeviceNode{}, err
 	}
 	// statChar found a char device, no symlink: attachByPath's
 	// resolutions of this node and of the by-path links to it need not
 	// look at it again.
-	if r, err := d.res.resolve(dri); err == nil {
-		d.res.known(joinPath(r, e.name), false)
+	if driErr == nil {
+		d.res.known(joinPath(realDri, e.name), false)
 	}
 	if n.Major != e.major || n.Minor != e.minor {
 		return DeviceNode{}, fmt.Errorf("%w: %s is %d:%d, sysfs says %d:%d",
@@ -546,8 +555,13 @@ func (d *discovery) node(e *entry) (DeviceNode, error) {
 // statChar returns the numbers, mode and owner of a char device node,
 // without following a symlink at path.
 func statChar(path string) (DeviceNode, error) {
+	return statCharAt(unix.AT_FDCWD, path, path)
+}
+
+// statCharAt is statChar of name in dirfd, which is path.
+func statCharAt(dirfd int, name, path string) (DeviceNode, error) {
 	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
+	if err := fstatatNoFollow(dirfd, name, &st); err != nil {
 		return DeviceNode{}, fmt.Errorf("stat %s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
@@ -562,6 +576,16 @@ func statChar(path string) (DeviceNode, error) {
 		UID:      st.Uid,
 		GID:      st.Gid,
 	}, nil
+}
+
+// fstatatNoFollow is fstatat(2) of a link itself, retried when a signal
+// interrupts it.
+func fstatatNoFollow(dirfd int, name string, st *unix.Stat_t) error {
+	for {
+		if err := unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // kfd returns /dev/kfd when it exists and is a char device.

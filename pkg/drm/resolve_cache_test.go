@@ -30,6 +30,17 @@ func agreesWithEvalSymlinks(t *testing.T, r *resolver, path string) {
 	require.Equal(t, ref, got, path)
 }
 
+// resolvers are the two kinds of resolver: by paths, and relative to
+// the descriptors of the directories it uses most.
+var resolvers = map[string]func() *resolver{"paths": newResolver, "descriptors": newResolverAt}
+
+// testResolver is a new resolver of kind, closed when t ends.
+func testResolver(t *testing.T, kind string) *resolver {
+	r := resolvers[kind]()
+	t.Cleanup(r.close)
+	return r
+}
+
 // TestResolverCacheOrder resolves paths through one resolver in every
 // order of pairs: what one resolution leaves in the cache (a prefix
 // known to be symlink-free, an entry not yet known to be a directory, a
@@ -50,14 +61,17 @@ func TestResolverCacheOrder(t *testing.T) {
 		"a", "a/", "a/.", "a/..", "a/b/..", "l", "l/", "l/..", "l/../b",
 		"up/a/b", "up/f/", "d/b", "d/../a/b", "a/b/c", "x", "x/", "/", "/..",
 	}
-	for _, p := range paths {
-		for _, q := range paths {
-			r := newResolver()
-			for _, path := range []string{p, q, p} {
-				if !strings.HasPrefix(path, "/") {
-					path = dir + "/" + path
+	for kind := range resolvers {
+		for _, p := range paths {
+			for _, q := range paths {
+				r := testResolver(t, kind)
+				for _, path := range []string{p, q, p} {
+					if !strings.HasPrefix(path, "/") {
+						path = dir + "/" + path
+					}
+					agreesWithEvalSymlinks(t, r, path)
 				}
-				agreesWithEvalSymlinks(t, r, path)
+				r.close()
 			}
 		}
 	}
@@ -66,7 +80,7 @@ func TestResolverCacheOrder(t *testing.T) {
 // TestResolverKnown checks an entry the caller has looked at itself.
 func TestResolverKnown(t *testing.T) {
 	dir := linkTree(t, map[string]string{"l": "f"})
-	r := newResolver()
+	r := testResolver(t, "paths")
 	r.known(dir+"/f", false)
 	_, err := r.resolve(dir + "/f/")
 	require.ErrorIs(t, err, syscall.ENOTDIR)
@@ -120,15 +134,34 @@ func FuzzResolverCached(f *testing.F) {
 			}
 		}
 		dir := linkTree(t, map[string]string{"l": l, "m": m, "n": n})
-		r := newResolver()
-		for _, q := range []string{q1, q2, q3, q1} {
-			agreesWithEvalSymlinks(t, r, dir+"/"+q)
+		for kind := range resolvers {
+			r := testResolver(t, kind)
+			for _, q := range []string{q1, q2, q3, q1} {
+				agreesWithEvalSymlinks(t, r, dir+"/"+q)
+			}
+			r.close()
 		}
 	})
 }
 
 func TestReadAttr(t *testing.T) {
-	dir := t.TempDir()
+	for kind := range resolvers {
+		t.Run(kind, func(t *testing.T) { testReadAttr(t, kind) })
+	}
+}
+
+func testReadAttr(t *testing.T, kind string) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	r := testResolver(t, kind)
+	// Resolved, and used often enough to be opened by a resolver with
+	// descriptors.
+	for range fdAfter {
+		_, err := r.resolve(dir + "/x")
+		require.Error(t, err)
+	}
+	require.Equal(t, kind == "descriptors", r.cache[dir].hasFD)
+	readAttr := r.readAttr
 	write := func(name string, size int) string {
 		p := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("x", size)), 0o444))
@@ -165,4 +198,37 @@ func TestReadAttr(t *testing.T) {
 			require.EqualError(t, err, "read "+path+": not a regular file ("+typ+")")
 		}
 	})
+}
+
+// TestResolverDescriptorPinsDirectory checks that a resolver with
+// descriptors asks in the directory it resolved, even when its path
+// names another one by now (a symlink put in its place).
+func TestResolverDescriptorPinsDirectory(t *testing.T) {
+	dir := linkTree(t, nil)
+	a := dir + "/a"
+	r := testResolver(t, "descriptors")
+	_, err := r.resolve(a + "/b")
+	require.NoError(t, err)
+	for _, name := range []string{"x", "y"} {
+		_, err := r.resolve(a + "/" + name)
+		require.ErrorIs(t, err, os.ErrNotExist)
+	}
+	require.True(t, r.cache[a].hasFD, "a was used %d times", r.cache[a].uses)
+
+	require.NoError(t, os.Rename(a, dir+"/moved"))
+	require.NoError(t, os.MkdirAll(dir+"/other", 0o755))
+	require.NoError(t, os.Symlink("other", a))
+	require.NoError(t, os.WriteFile(dir+"/moved/attr", []byte("found\n"), 0o444))
+	require.NoError(t, os.WriteFile(dir+"/other/attr", []byte("other\n"), 0o444))
+	got, err := r.readAttr(a + "/attr")
+	require.NoError(t, err)
+	require.Equal(t, "found\n", got)
+	target, err := r.readlink(a + "/attr")
+	require.ErrorIs(t, err, unix.EINVAL, "attr is no link: %q", target)
+
+	r.close()
+	require.False(t, r.cache[a].hasFD)
+	got, err = r.readAttr(a + "/attr")
+	require.NoError(t, err)
+	require.Equal(t, "other\n", got, "without descriptors the path is asked")
 }
