@@ -215,6 +215,19 @@ func (d *discovery) resolve(path string) (string, error) {
 	return r, nil
 }
 
+// underSys is the path under the sysfs root as given of p, a resolved
+// path within d.sysReal (d.resolve checked that).
+func (d *discovery) underSys(p string) string {
+	switch {
+	case p == d.sysReal:
+		return d.sys
+	case d.sysReal == "/":
+		return joinPath(d.sys, p[1:])
+	default:
+		return joinPath(d.sys, p[len(d.sysReal)+1:])
+	}
+}
+
 // parentHint guesses the parent device of a class/drm link that does not
 // resolve, from the link text alone (…/<parent>/drm/<name>).
 func (d *discovery) parentHint(class string) string {
@@ -400,11 +413,7 @@ func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error
 		return built{}, cardE, fmt.Errorf("%w %s of device %s: %w", ErrBadID, quote(name), idDev, err)
 	}
 	c.ID = name
-	rel, err := filepath.Rel(d.sysReal, parent)
-	if err != nil {
-		return built{}, cardE, fmt.Errorf("parent device %s: %w", parent, err)
-	}
-	c.SysfsPath = filepath.Join(d.sys, rel)
+	c.SysfsPath = d.underSys(parent)
 
 	cardNode, err := d.node(cardE)
 	if err != nil {
@@ -632,7 +641,7 @@ func (d *discovery) dropDuplicates(cards []built) []built {
 // attachByPath adds every <dev>/dri/by-path link that resolves to a
 // card's card or render node to that card.
 func (d *discovery) attachByPath(cards []built) {
-	dir := filepath.Join(d.dev, "dri", "by-path")
+	dir := joinPath(joinPath(d.dev, "dri"), "by-path")
 	links, err := os.ReadDir(dir)
 	if err != nil || len(links) == 0 {
 		return
@@ -653,7 +662,7 @@ func (d *discovery) attachByPath(cards []built) {
 		if l.Type()&fs.ModeSymlink == 0 {
 			continue
 		}
-		link := filepath.Join(dir, l.Name())
+		link := joinPath(dir, l.Name())
 		r, err := d.res.resolve(link)
 		if err != nil {
 			continue

@@ -26,9 +26,9 @@ const maxLinks = 40
 // found in it, or, only where the walk needs it before any name follows
 // (".", "..", a trailing "/"), from an lstat(2).
 //
-// A resolver made by newResolverAt also opens an O_PATH descriptor of
-// every directory it has used fdAfter times, and asks for the entries
-// of that directory relative to it (readlinkat, openat, fstatat), so
+// A resolver made by newResolverAt also opens O_PATH descriptors of the
+// directories it uses (see fdAfter), and asks for the entries
+// of each relative to it (readlinkat, openat, fstatat), so
 // the kernel walks one component instead of the whole path: on a VM,
 // a lookup of a path twelve components deep costs about 1 us more than
 // one of a single name. Its close must be called.
@@ -44,10 +44,11 @@ type resolver struct {
 }
 
 // fdAfter is how often a directory is used before a resolver made by
-// newResolverAt opens it: opening and closing cost about as much as two
-// lookups save, so a directory used twice (a card's directory: its
-// device link and dev file) is not worth it, the class directory, a PCI
-// bridge or a PCI function (six entries) are.
+// newResolverAt opens it by its whole path: opening and closing cost
+// about as much as two deep lookups save, so a directory used twice is
+// not worth it, the class directory, a PCI bridge or a PCI function (six
+// entries) are. Below a directory with a descriptor, opening one is a
+// lookup of one name, and every directory gets one at its first use.
 const fdAfter = 3
 
 // isDir is what a resolver knows of an entry being a directory.
@@ -126,10 +127,11 @@ func (r *resolver) atDir(dir *resolved, path string) (int, string) {
 	}
 	if !dir.hasFD {
 		dir.uses++
-		if dir.uses < fdAfter {
+		pfd, pname, ok := r.parentFD(dir)
+		if dir.uses < fdAfter && !ok {
 			return unix.AT_FDCWD, path
 		}
-		fd, err := r.openDir(dir)
+		fd, err := openDir(pfd, pname)
 		if err != nil {
 			// Ask by path, as without descriptors; do not try again.
 			dir.uses = -1 << 30
@@ -141,18 +143,25 @@ func (r *resolver) atDir(dir *resolved, path string) (int, string) {
 	return dir.fd, path[len(dir.path)+1:]
 }
 
-// openDir opens the resolved directory dir with O_PATH, relative to its
-// parent's descriptor when that has one. O_NOFOLLOW|O_DIRECTORY: what
-// was found to be a directory and no symlink must still be one.
-func (r *resolver) openDir(dir *resolved) (int, error) {
-	fd, name := unix.AT_FDCWD, dir.path
+// parentFD returns a descriptor and a name by which the resolved
+// directory dir is opened: its parent's descriptor and its name when the
+// parent has one (ok), else AT_FDCWD and its path. Below a directory
+// with a descriptor, opening one costs a lookup of a single name, so
+// every directory there gets one at its first use.
+func (r *resolver) parentFD(dir *resolved) (int, string, bool) {
 	if p := parentDir(dir.path); p != "/" {
 		if pe, ok := r.cache[p]; ok && pe.path == p && pe.hasFD {
-			fd, name = pe.fd, dir.path[len(p)+1:]
+			return pe.fd, dir.path[len(p)+1:], true
 		}
 	}
+	return unix.AT_FDCWD, dir.path, false
+}
+
+// openDir opens name in dirfd with O_PATH. O_NOFOLLOW|O_DIRECTORY: what
+// was found to be a directory and no symlink must still be one.
+func openDir(dirfd int, name string) (int, error) {
 	for {
-		d, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		d, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != unix.EINTR {
 			return d, err
 		}

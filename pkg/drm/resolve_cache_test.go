@@ -232,3 +232,19 @@ func TestResolverDescriptorPinsDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "other\n", got, "without descriptors the path is asked")
 }
+
+func TestUnderSys(t *testing.T) {
+	tests := map[string]struct{ sys, sysReal, p, want string }{
+		"the root":         {"/host/sys", "/real/sys", "/real/sys", "/host/sys"},
+		"below the root":   {"/host/sys", "/real/sys", "/real/sys/devices/x", "/host/sys/devices/x"},
+		"root is /":        {"/sys", "/", "/devices/x", "/sys/devices/x"},
+		"root as given /":  {"/", "/", "/devices/x", "/devices/x"},
+		"same as resolved": {"/sys", "/sys", "/sys/devices/pci0000:00", "/sys/devices/pci0000:00"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			d := &discovery{sys: tc.sys, sysReal: tc.sysReal}
+			require.Equal(t, tc.want, d.underSys(tc.p))
+		})
+	}
+}
