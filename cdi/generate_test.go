@@ -14,6 +14,7 @@ import (
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -162,9 +163,7 @@ func TestGenerateRootProcessGetsHostGroup(t *testing.T) {
 // TestGenerateModeFollowsHostNode shows why fileMode is left out: the
 // library copies the mode of the host node at injection time.
 func TestGenerateModeFollowsHostNode(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mknod of a character device needs root")
-	}
+	drmtest.SkipUnlessRoot(t)
 	dev := t.TempDir()
 	host := filepath.Join(dev, "renderD128")
 	require.NoError(t, unix.Mknod(host, unix.S_IFCHR|0o640, int(unix.Mkdev(226, 128))))

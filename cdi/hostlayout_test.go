@@ -3,8 +3,10 @@ package cdi_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -29,41 +31,34 @@ type wantNode struct {
 	major, minor int64
 }
 
+// renderCard is what a card with a render node must inject: its card and
+// render nodes (226:card and 226:render), then extra, then the udev
+// by-path links named byPath-card and byPath-render.
+func renderCard(byPath string, card, render int64, extra ...wantNode) []wantNode {
+	nodes := []wantNode{{fmt.Sprintf("/dev/dri/card%d", card), 226, card}, {fmt.Sprintf("/dev/dri/renderD%d", render), 226, render}}
+	nodes = append(nodes, extra...)
+	return append(nodes,
+		wantNode{"/dev/dri/by-path/" + byPath + "-card", 226, card},
+		wantNode{"/dev/dri/by-path/" + byPath + "-render", 226, render})
+}
+
 // hostLayoutSpecs lists, for the layouts of real hosts, the nodes each
 // advertised card must inject, written down from the listings rather than
 // derived from discovery.
 var hostLayoutSpecs = map[string]map[string][]wantNode{
 	"hybrid-laptop": {
-		"0000:00:02.0": {
-			{"/dev/dri/card1", 226, 1}, {"/dev/dri/renderD128", 226, 128},
-			{"/dev/dri/by-path/pci-0000:00:02.0-card", 226, 1}, {"/dev/dri/by-path/pci-0000:00:02.0-render", 226, 128},
-		},
-		"0000:03:00.0": {
-			{"/dev/dri/card2", 226, 2}, {"/dev/dri/renderD129", 226, 129}, {"/dev/kfd", 237, 0},
-			{"/dev/dri/by-path/pci-0000:03:00.0-card", 226, 2}, {"/dev/dri/by-path/pci-0000:03:00.0-render", 226, 129},
-		},
+		"0000:00:02.0": renderCard("pci-0000:00:02.0", 1, 128),
+		"0000:03:00.0": renderCard("pci-0000:03:00.0", 2, 129, wantNode{"/dev/kfd", 237, 0}),
 	},
 	"qemu-virtio-gpu": {
-		"0000:00:02.0": {
-			{"/dev/dri/card1", 226, 1}, {"/dev/dri/renderD128", 226, 128},
-			{"/dev/dri/by-path/pci-0000:00:02.0-card", 226, 1}, {"/dev/dri/by-path/pci-0000:00:02.0-render", 226, 128},
-		},
+		"0000:00:02.0": renderCard("pci-0000:00:02.0", 1, 128),
 	},
 	"server-flex-bmc": {
-		"0000:4d:00.0": {
-			{"/dev/dri/card2", 226, 2}, {"/dev/dri/renderD129", 226, 129},
-			{"/dev/dri/by-path/pci-0000:4d:00.0-card", 226, 2}, {"/dev/dri/by-path/pci-0000:4d:00.0-render", 226, 129},
-		},
-		"0000:ca:00.0": {
-			{"/dev/dri/card1", 226, 1}, {"/dev/dri/renderD128", 226, 128},
-			{"/dev/dri/by-path/pci-0000:ca:00.0-card", 226, 1}, {"/dev/dri/by-path/pci-0000:ca:00.0-render", 226, 128},
-		},
+		"0000:4d:00.0": renderCard("pci-0000:4d:00.0", 2, 129),
+		"0000:ca:00.0": renderCard("pci-0000:ca:00.0", 1, 128),
 	},
 	"arm-rk3399": {
-		"ff9a0000.gpu": {
-			{"/dev/dri/card1", 226, 1}, {"/dev/dri/renderD128", 226, 128},
-			{"/dev/dri/by-path/platform-ff9a0000.gpu-card", 226, 1}, {"/dev/dri/by-path/platform-ff9a0000.gpu-render", 226, 128},
-		},
+		"ff9a0000.gpu": renderCard("platform-ff9a0000.gpu", 1, 128),
 	},
 	"legacy-mgag200": {},
 }
@@ -156,7 +151,7 @@ func TestHostLayoutDisplayOnlySpecsInject(t *testing.T) {
 // "all" device, and combinations of both into a containerd-like OCI spec.
 func TestHostLayoutSpecsInject(t *testing.T) {
 	drmtest.SkipUnlessRoot(t)
-	require.ElementsMatch(t, hostlayout.Names(), keys(hostLayoutSpecs), "every host layout needs expectations")
+	require.ElementsMatch(t, hostlayout.Names(), slices.Collect(maps.Keys(hostLayoutSpecs)), "every host layout needs expectations")
 	for layout, want := range hostLayoutSpecs {
 		t.Run(layout, func(t *testing.T) {
 			dir, roots := writeLayoutSpecs(t, layout)
@@ -167,7 +162,7 @@ func TestHostLayoutSpecsInject(t *testing.T) {
 
 			wantNames := []string{}
 			var allNodes []wantNode
-			for _, id := range keys(want) {
+			for _, id := range slices.Sorted(maps.Keys(want)) {
 				wantNames = append(wantNames, cdi.QualifiedName(cdi.DefaultKind, id))
 				allNodes = append(allNodes, want[id]...)
 			}
@@ -178,14 +173,14 @@ func TestHostLayoutSpecsInject(t *testing.T) {
 			require.Equal(t, wantNames, nonNil(cache.ListDevices()))
 
 			requests := map[string][]string{}
-			for _, id := range keys(want) {
+			for _, id := range slices.Sorted(maps.Keys(want)) {
 				requests[id] = []string{id}
 				requests["all+"+id] = []string{cdi.AllDevice, id}
 				requests[id+"+all"] = []string{id, cdi.AllDevice}
 			}
 			if len(want) > 0 {
 				requests["all"] = []string{cdi.AllDevice}
-				requests["every card"] = keys(want)
+				requests["every card"] = slices.Sorted(maps.Keys(want))
 			}
 			for name, devs := range requests {
 				t.Run(name, func(t *testing.T) {
@@ -230,7 +225,7 @@ func checkInjected(t *testing.T, spec *oci.Spec, expect []wantNode, uid uint32, 
 		require.False(t, dup, "device %s injected twice", d.Path)
 		got[d.Path] = d
 	}
-	require.ElementsMatch(t, keys(want), keys(got))
+	require.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(got)))
 	rules := map[string]bool{}
 	for _, n := range want {
 		d := got[n.path]
@@ -348,15 +343,6 @@ func hostGIDs(t *testing.T, roots drm.Roots) map[[2]int64]uint32 {
 		out[[2]int64{int64(unix.Major(uint64(st.Rdev))), int64(unix.Minor(uint64(st.Rdev)))}] = st.Gid
 		return nil
 	}))
-	return out
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

@@ -82,7 +82,9 @@ type ScanOption func(*scanner)
 
 // OnlyKind limits Scan to the files a Writer for kind owns, those whose
 // names start with FilePrefix(kind). Such a file holding another kind
-// gets an error wrapping ErrOtherKind.
+// gets an error wrapping ErrOtherKind, unless that kind's own prefix names
+// it too (FilePrefix("v/c_x") starts with FilePrefix("v/c")): it is that
+// kind's file, and left out.
 func OnlyKind(kind string) ScanOption {
 	return func(s *scanner) { s.kind = kind }
 }
@@ -149,9 +151,19 @@ func (s *scanner) file(dir string, i int, e fs.DirEntry) (SpecFile, bool) {
 		return SpecFile{}, false // removed since the listing
 	}
 	if err == nil && s.kind != "" && spec.Kind != s.kind {
+		if otherKindsFile(name, spec.Kind) {
+			return SpecFile{}, false // another kind's prefix starts with ours: v-c_x_ for v/c_x
+		}
 		spec, err = nil, &SpecError{Path: path, Err: fmt.Errorf("%w %q, want %q", ErrOtherKind, spec.Kind, s.kind)}
 	}
 	return SpecFile{Path: path, Dir: i, Spec: spec, Err: err}, true
+}
+
+// otherKindsFile reports whether name is a file name FileName gives for
+// kind: a file a Writer of that kind owns.
+func otherKindsFile(name, kind string) bool {
+	prefix, err := FilePrefix(kind)
+	return err == nil && strings.HasPrefix(name, prefix)
 }
 
 // definitions finds, among the valid files, the names defined twice in

@@ -50,20 +50,21 @@ func TestScan(t *testing.T) {
 	base := t.TempDir()
 	etc, run, missing := filepath.Join(base, "etc"), filepath.Join(base, "run"), filepath.Join(base, "missing")
 	writeFiles(t, map[string]string{
-		filepath.Join(etc, "net.json"):                  specOf("example.com/net", "eth"),
-		filepath.Join(etc, "README"):                    "not a spec",
-		filepath.Join(run, "net.json"):                  specOf("example.com/net", "eth"),
-		filepath.Join(run, "broken.yaml"):               "kind: [\n",
-		filepath.Join(run, "dup-a.yaml"):                specOf("example.com/dup", "x", "y"),
-		filepath.Join(run, "dup-b.yaml"):                specOf("example.com/dup", "x"),
-		filepath.Join(run, "dup-c.yaml"):                specOf("example.com/dup", "x"),
-		filepath.Join(run, "other-kind.yaml"):           specOf("example.com/other", "x"),
-		filepath.Join(run, "dri-cdi.dev-gpu_a.yaml"):    specOf(DefaultKind, "a"),
-		filepath.Join(run, "dri-cdi.dev-gpu_x_b.yaml"):  specOf("dri-cdi.dev/gpu_x", "b"),
-		filepath.Join(run, "subdir.yaml", "deep.yaml"):  specOf("example.com/deep", "d"),
-		filepath.Join(run, "dri-cdi.dev-gpu_bad.yaml"):  "cdiVersion: 0.5.0\nkind: dri-cdi.dev/gpu\ndevices: [{name: 'bad name'}]\n",
-		filepath.Join(run, "dri-cdi.dev-gpu_note.txt"):  "not a spec file name",
-		filepath.Join(run, "dri-cdi.dev-gpu_json.json"): specOf(DefaultKind, "j"),
+		filepath.Join(etc, "net.json"):                    specOf("example.com/net", "eth"),
+		filepath.Join(etc, "README"):                      "not a spec",
+		filepath.Join(run, "net.json"):                    specOf("example.com/net", "eth"),
+		filepath.Join(run, "broken.yaml"):                 "kind: [\n",
+		filepath.Join(run, "dup-a.yaml"):                  specOf("example.com/dup", "x", "y"),
+		filepath.Join(run, "dup-b.yaml"):                  specOf("example.com/dup", "x"),
+		filepath.Join(run, "dup-c.yaml"):                  specOf("example.com/dup", "x"),
+		filepath.Join(run, "other-kind.yaml"):             specOf("example.com/other", "x"),
+		filepath.Join(run, "dri-cdi.dev-gpu_a.yaml"):      specOf(DefaultKind, "a"),
+		filepath.Join(run, "dri-cdi.dev-gpu_x_b.yaml"):    specOf("dri-cdi.dev/gpu_x", "b"),
+		filepath.Join(run, "dri-cdi.dev-gpu_forged.yaml"): specOf("example.com/other", "f"),
+		filepath.Join(run, "subdir.yaml", "deep.yaml"):    specOf("example.com/deep", "d"),
+		filepath.Join(run, "dri-cdi.dev-gpu_bad.yaml"):    "cdiVersion: 0.5.0\nkind: dri-cdi.dev/gpu\ndevices: [{name: 'bad name'}]\n",
+		filepath.Join(run, "dri-cdi.dev-gpu_note.txt"):    "not a spec file name",
+		filepath.Join(run, "dri-cdi.dev-gpu_json.json"):   specOf(DefaultKind, "j"),
 	})
 
 	t.Run("every file", func(t *testing.T) {
@@ -81,17 +82,18 @@ func TestScan(t *testing.T) {
 			got[strings.TrimPrefix(f.Path, base+"/")] = outcome(f)
 		}
 		require.Equal(t, map[string]string{
-			"etc/net.json":                  "ok eth",
-			"run/net.json":                  "ok eth",
-			"run/broken.yaml":               "invalid",
-			"run/dup-a.yaml":                "ok x,y",
-			"run/dup-b.yaml":                "ok x",
-			"run/dup-c.yaml":                "ok x",
-			"run/other-kind.yaml":           "ok x",
-			"run/dri-cdi.dev-gpu_a.yaml":    "ok a",
-			"run/dri-cdi.dev-gpu_x_b.yaml":  "ok b",
-			"run/dri-cdi.dev-gpu_bad.yaml":  "invalid",
-			"run/dri-cdi.dev-gpu_json.json": "ok j",
+			"etc/net.json":                    "ok eth",
+			"run/net.json":                    "ok eth",
+			"run/broken.yaml":                 "invalid",
+			"run/dup-a.yaml":                  "ok x,y",
+			"run/dup-b.yaml":                  "ok x",
+			"run/dup-c.yaml":                  "ok x",
+			"run/other-kind.yaml":             "ok x",
+			"run/dri-cdi.dev-gpu_a.yaml":      "ok a",
+			"run/dri-cdi.dev-gpu_x_b.yaml":    "ok b",
+			"run/dri-cdi.dev-gpu_forged.yaml": "ok f",
+			"run/dri-cdi.dev-gpu_bad.yaml":    "invalid",
+			"run/dri-cdi.dev-gpu_json.json":   "ok j",
 		}, got)
 		require.Equal(t, []Duplicate{{Kind: "example.com/dup", Device: "x", Files: []string{
 			filepath.Join(run, "dup-a.yaml"), filepath.Join(run, "dup-b.yaml"), filepath.Join(run, "dup-c.yaml"),
@@ -107,10 +109,10 @@ func TestScan(t *testing.T) {
 			got[filepath.Base(f.Path)] = outcome(f)
 		}
 		require.Equal(t, map[string]string{
-			"dri-cdi.dev-gpu_a.yaml":    "ok a",
-			"dri-cdi.dev-gpu_x_b.yaml":  "other kind",
-			"dri-cdi.dev-gpu_bad.yaml":  "invalid",
-			"dri-cdi.dev-gpu_json.json": "ok j",
+			"dri-cdi.dev-gpu_a.yaml":      "ok a",
+			"dri-cdi.dev-gpu_forged.yaml": "other kind",
+			"dri-cdi.dev-gpu_bad.yaml":    "invalid",
+			"dri-cdi.dev-gpu_json.json":   "ok j",
 		}, got)
 		require.Empty(t, res.Duplicates)
 	})

@@ -1,8 +1,6 @@
 package docs
 
 import (
-	"regexp"
-	"sort"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,23 +21,7 @@ func TestDRAPluginFlagsDocumented(t *testing.T) {
 // TestDRAPluginMetricsDocumented checks its metric table against what
 // pkg/dra registers.
 func TestDRAPluginMetricsDocumented(t *testing.T) {
-	var doc []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `(dri_cdi_dra_[a-z_]+)` \\|").FindAllStringSubmatch(
-		section(t, readDoc(t, "dra-plugin.md"), "Readiness and metrics"), -1) {
-		doc = append(doc, m[1])
-	}
-	sort.Strings(doc)
 	reg := prometheus.NewRegistry()
 	dra.NewMetrics(reg)
-	descs := make(chan *prometheus.Desc, 64)
-	reg.Describe(descs)
-	close(descs)
-	var code []string
-	for d := range descs {
-		m := fqName.FindStringSubmatch(d.String())
-		require.NotNil(t, m, d.String())
-		code = append(code, m[1])
-	}
-	sort.Strings(code)
-	require.Equal(t, code, doc)
+	requireMetricsDocumented(t, "dra-plugin.md", "Readiness and metrics", "dri_cdi_dra_", reg)
 }

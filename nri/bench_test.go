@@ -8,32 +8,33 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
 
-// fixedAuthorizer answers every pod with the same allocation, in process.
-type fixedAuthorizer map[string][]string
-
-func (f fixedAuthorizer) ContainerDevices(context.Context, string, string, string) (map[string][]string, error) {
-	return f, nil
+// benchPlugin is a plugin over the test specs that answers every
+// container with cardA and checks nodes with the fake host.
+func benchPlugin(b *testing.B) *nri.Plugin {
+	b.Helper()
+	return benchPluginOn(b, b.TempDir(), func(string, string) (map[string][]drm.DeviceNode, error) { return specs, nil },
+		podresourcestest.Fixed{resI915: {cardA}}, specHost.stat)
 }
 
-func benchPlugin(b *testing.B) *nri.Plugin {
+// benchPluginOn is a plugin that loads the specs in dir with load,
+// answers every container with alloc, and checks nodes with hostStat
+// (nil: the real host), logging only warnings.
+func benchPluginOn(b *testing.B, dir string, load nri.LoadFunc, alloc podresourcestest.Fixed, hostStat nri.HostStat) *nri.Plugin {
 	b.Helper()
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	store := nri.NewSpecIndex(b.TempDir(), kind,
-		func(string, string) (map[string][]drm.DeviceNode, error) { return specs, nil }, nil, logrus.NewEntry(log))
+	store := nri.NewSpecIndex(dir, kind, load, nil, logrus.NewEntry(log))
 	require.NoError(b, store.Reload())
 	p, err := nri.New(nri.Config{
-		Kind:       kind,
-		Resources:  served{resI915: true},
-		Authorizer: fixedAuthorizer{resI915: {cardA}},
-		Devices:    store,
-		Log:        logrus.NewEntry(log),
-		HostStat:   specHost.stat,
+		Kind: kind, Resources: served{resI915: true}, Authorizer: alloc,
+		Devices: store, Log: logrus.NewEntry(log), HostStat: hostStat,
 	})
 	require.NoError(b, err)
 	return p
@@ -84,6 +85,35 @@ func BenchmarkCreateContainerGPU(b *testing.B) {
 	for b.Loop() {
 		adj, _, err := p.CreateContainer(ctx, sandbox, ctr)
 		if err != nil || len(adj.GetLinux().GetDevices()) != 2 {
+			b.Fatal(adj, err)
+		}
+	}
+}
+
+// BenchmarkCreateContainerGPUHostStat is BenchmarkCreateContainerGPU with
+// the real host check: the card's nodes and by-path links are real char
+// devices in a fake tree, stat(2)ed on every call (root only: mknod).
+func BenchmarkCreateContainerGPUHostStat(b *testing.B) {
+	drmtest.SkipUnlessRoot(b)
+	tree := drmtest.MustBuild(b, drmtest.IntelIGPU)
+	inv, err := drm.Discover(tree.Roots())
+	require.NoError(b, err)
+	require.Len(b, inv.Cards, 1)
+	dir := b.TempDir()
+	w, err := cdi.NewWriter(dir, kind)
+	require.NoError(b, err)
+	_, err = w.Sync(inv.Cards)
+	require.NoError(b, err)
+	id := inv.Cards[0].ID
+	nodes, err := cdi.LoadDevices(dir, kind)
+	require.NoError(b, err)
+	p := benchPluginOn(b, dir, cdi.LoadDevices, podresourcestest.Fixed{resI915: {id}}, nil)
+	ctx, sandbox, ctr := context.Background(), pod("gpu"), plainContainer()
+	claims(resI915, id)(ctr)
+	b.ReportAllocs()
+	for b.Loop() {
+		adj, _, err := p.CreateContainer(ctx, sandbox, ctr)
+		if err != nil || len(adj.GetLinux().GetDevices()) != len(nodes[id]) {
 			b.Fatal(adj, err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
 
 // jsonLoad stands in for cdi.LoadDevices: every <card>.json in dir holds
@@ -171,11 +172,9 @@ func TestSpecIndexWatch(t *testing.T) {
 	require.Eventually(t, hasNodes(s, cardB, 3), 5*time.Second, 5*time.Millisecond)
 }
 
-// TestFromHost needs mknod: it runs as root only.
+// TestFromHost needs mknod: it runs as root only (SkipUnlessRoot).
 func TestFromHost(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a character device node")
-	}
+	drmtest.SkipUnlessRoot(t)
 	dir := t.TempDir()
 	p := filepath.Join(dir, "renderD200")
 	require.NoError(t, unix.Mknod(p, unix.S_IFCHR|0o640, int(unix.Mkdev(226, 200))))

@@ -10,15 +10,11 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/daemon"
-	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
 
 func main() {
-	var o agent.Options
-	var logFlags logging.Flags
-	fs := agent.NewFlagSet(&o, &logFlags)
-	os.Exit(daemon.Main(os.Args[1:], fs, &logFlags, os.Stderr, func(ctx context.Context, log *logrus.Logger) error {
+	os.Exit(daemon.Main(agent.NewFlagSet, func(ctx context.Context, o agent.Options, log *logrus.Logger) error {
 		o.Log, o.Version = logrus.NewEntry(log).WithField("version", version.Version), version.Version
 		return agent.Run(ctx, o)
 	}))

@@ -8,19 +8,19 @@ import (
 	"os"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/klog/v2"
 
 	"github.com/dri-cdi/dri-cdi/pkg/daemon"
 	"github.com/dri-cdi/dri-cdi/pkg/dra"
-	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
 
 func main() {
-	var o dra.RunOptions
-	var logFlags logging.Flags
-	fs := dra.NewFlagSet(&o, &logFlags)
-	os.Exit(daemon.Main(os.Args[1:], fs, &logFlags, os.Stderr, func(ctx context.Context, log *logrus.Logger) error {
+	os.Exit(daemon.Main(dra.NewFlagSet, func(ctx context.Context, o dra.RunOptions, log *logrus.Logger) error {
 		o.Agent.Log, o.Agent.Version = logrus.NewEntry(log).WithField("version", version.Version), version.Version
-		return dra.Run(ctx, o)
+		// The kubelet plugin helper and client-go log with klog.
+		klogs := dra.Logger(o.Agent.Log.WithField("component", "kubeletplugin"))
+		klog.SetLogger(klogs)
+		return dra.Run(klog.NewContext(ctx, klogs), o)
 	}))
 }

@@ -11,14 +11,10 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/daemon"
-	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
 
 func main() {
-	var o nri.Options
-	var logFlags logging.Flags
-	fs := nri.NewFlagSet(&o, &logFlags)
-	os.Exit(daemon.Main(os.Args[1:], fs, &logFlags, os.Stderr, func(ctx context.Context, log *logrus.Logger) error {
+	os.Exit(daemon.Main(nri.NewFlagSet, func(ctx context.Context, o nri.Options, log *logrus.Logger) error {
 		return run(ctx, o, log.WithField("component", "dri-cdi-nri"))
 	}))
 }

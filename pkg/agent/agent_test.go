@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+	"github.com/dri-cdi/dri-cdi/pkg/metrics/metricstest"
 )
 
 const (
@@ -103,14 +103,59 @@ func TestRunFailsWhenSpecsCannotBeWritten(t *testing.T) {
 	require.Empty(t, entries)
 }
 
+// running is an agent that runAgent serves until the test ends.
+type running struct {
+	metrics string // base URL of its metrics server
+	cancel  context.CancelFunc
+	done    chan error // Run's result
+}
+
+// runAgent runs the agent with o, its metrics server on a free loopback
+// port, until the test ends, when it must stop in time and without an
+// error. It returns once the metrics server listens. Left unset, the CDI
+// dir is a fresh temp dir, the delivery cdi-cri, and the full rescan an
+// hour away: the tests make their changes seen through the watchers.
+func runAgent(t *testing.T, o Options) *running {
+	t.Helper()
+	if o.CDIDir == "" {
+		o.CDIDir = filepath.Join(t.TempDir(), "cdi")
+	}
+	if o.Delivery == "" {
+		o.Delivery = "cdi-cri"
+	}
+	if o.ResyncInterval == 0 {
+		o.ResyncInterval = time.Hour
+	}
+	addr := make(chan net.Addr, 1)
+	o.MetricsAddr, o.OnMetricsListen = "127.0.0.1:0", func(a net.Addr) { addr <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- Run(ctx, o) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-r.done:
+			require.NoError(t, err)
+		case <-time.After(wait):
+			t.Error("agent did not stop")
+		}
+	})
+	select {
+	case a := <-addr:
+		r.metrics = "http://" + a.String()
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		t.Fatalf("agent stopped: %v", err)
+	}
+	return r
+}
+
 // node is a running agent on a fake tree with a fake kubelet.
 type node struct {
+	*running
 	tree    *drmtest.Tree
 	kubelet *kubelettest.Kubelet
 	cdiDir  string
-	metrics string
-	cancel  context.CancelFunc
-	done    chan error
 }
 
 func startNode(t *testing.T, delivery, config string, gpus ...drmtest.GPU) *node {
@@ -121,35 +166,15 @@ func startNode(t *testing.T, delivery, config string, gpus ...drmtest.GPU) *node
 	k, err := kubelettest.Start(kubelettest.ShortDir(t))
 	require.NoError(t, err)
 	t.Cleanup(k.Stop)
-	n := &node{tree: tree, kubelet: k, cdiDir: filepath.Join(t.TempDir(), "cdi"), done: make(chan error, 1)}
+	n := &node{tree: tree, kubelet: k, cdiDir: filepath.Join(t.TempDir(), "cdi")}
 	cfgPath := ""
 	if config != "" {
 		cfgPath = filepath.Join(t.TempDir(), "config.yaml")
 		require.NoError(t, os.WriteFile(cfgPath, []byte(config), 0o600))
 	}
-	addr := make(chan net.Addr, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
-	go func() {
-		n.done <- Run(ctx, Options{
-			Roots: tree.Roots(), CDIDir: n.cdiDir, KubeletDir: k.Dir(), ConfigPath: cfgPath,
-			Delivery: delivery, MetricsAddr: "127.0.0.1:0", ResyncInterval: time.Hour,
-			Log: testEntry(t), OnMetricsListen: func(a net.Addr) { addr <- a },
-		})
-	}()
-	select {
-	case a := <-addr:
-		n.metrics = "http://" + a.String()
-	case err := <-n.done:
-		t.Fatalf("agent stopped: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-n.done:
-		case <-time.After(wait):
-			t.Error("agent did not stop")
-		}
+	n.running = runAgent(t, Options{
+		Roots: tree.Roots(), CDIDir: n.cdiDir, KubeletDir: k.Dir(), ConfigPath: cfgPath,
+		Delivery: delivery, Log: testEntry(t),
 	})
 	return n
 }
@@ -174,15 +199,6 @@ func (n *node) specFile(t *testing.T, id string) string {
 	name, err := cdi.FileName(cdi.DefaultKind, id)
 	require.NoError(t, err)
 	return filepath.Join(n.cdiDir, name)
-}
-
-func (n *node) get(t *testing.T, path string) (int, string) {
-	resp, err := http.Get(n.metrics + path)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
 }
 
 func allocate(t *testing.T, e *kubelettest.Endpoint, ids ...string) (*pluginapi.ContainerAllocateResponse, error) {
@@ -214,8 +230,8 @@ func TestAgentServesCardsFromATree(t *testing.T) {
 	require.Contains(t, devs, igpu.ID(), "the CDI name must resolve")
 	require.NotContains(t, devs, drmtest.Simpledrm.ID())
 
-	require.Eventually(t, func() bool { code, _ := n.get(t, "/readyz"); return code == http.StatusOK }, wait, tick)
-	_, body := n.get(t, "/metrics")
+	require.Eventually(t, func() bool { code, _ := metricstest.Get(t, n.metrics+"/readyz"); return code == http.StatusOK }, wait, tick)
+	_, body := metricstest.Get(t, n.metrics+"/metrics")
 	require.Contains(t, body, `dri_cdi_agent_devices{health="healthy",resource="dri-cdi.dev/i915"} 1`)
 	require.Contains(t, body, `dri_cdi_agent_allocations_total{resource="dri-cdi.dev/i915"} 1`)
 	require.Contains(t, body, `dri_cdi_agent_registered{resource="dri-cdi.dev/amdgpu"} 1`)

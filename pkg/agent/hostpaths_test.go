@@ -1,14 +1,11 @@
 package agent
 
 import (
-	"context"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
@@ -56,40 +53,6 @@ func TestHostPathsWarnOnceAndClear(t *testing.T) {
 	}
 }
 
-// runAgent starts the agent on roots and kubeletDir and returns the
-// address of its metrics server and the log hook.
-func runAgent(t *testing.T, roots drm.Roots, kubeletDir string) (string, *logtest.Hook) {
-	t.Helper()
-	log, hook := logtest.NewNullLogger()
-	log.SetLevel(logrus.DebugLevel)
-	addr := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		done <- Run(ctx, Options{
-			Roots: roots, CDIDir: filepath.Join(t.TempDir(), "cdi"), KubeletDir: kubeletDir,
-			Delivery: "cdi-cri", MetricsAddr: "127.0.0.1:0", ResyncInterval: time.Hour,
-			Log: logrus.NewEntry(log), OnMetricsListen: func(a net.Addr) { addr <- a },
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(wait):
-			t.Error("agent did not stop")
-		}
-	})
-	select {
-	case a := <-addr:
-		return "http://" + a.String(), hook
-	case err := <-done:
-		t.Fatalf("agent stopped: %v", err)
-	}
-	return "", nil
-}
-
 // TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir runs the agent on a node
 // without <sysfs>/class/drm and without the kubelet's directory: it keeps
 // running and is ready (a node without a GPU is normal), and both its log
@@ -100,7 +63,9 @@ func TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir(t *testing.T) {
 	require.NoError(t, os.MkdirAll(roots.Sysfs, 0o755))
 	kubelet := filepath.Join(root, "no-kubelet", "device-plugins")
 
-	base, hook := runAgent(t, roots, kubelet)
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	base := runAgent(t, Options{Roots: roots, KubeletDir: kubelet, Log: logrus.NewEntry(log)}).metrics
 	var code int
 	var body string
 	require.Eventually(t, func() bool {
@@ -126,7 +91,7 @@ func TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir(t *testing.T) {
 func TestAgentReadyzHasNoWarningOnAHealthyNode(t *testing.T) {
 	tree, err := drmtest.NewTree(t.TempDir())
 	require.NoError(t, err)
-	base, _ := runAgent(t, tree.Roots(), kubelettest.ShortDir(t))
+	base := runAgent(t, Options{Roots: tree.Roots(), KubeletDir: kubelettest.ShortDir(t), Log: testEntry(t)}).metrics
 	var code int
 	var body string
 	require.Eventually(t, func() bool {

@@ -30,7 +30,7 @@ func runDoctor(ctx context.Context, env *Env, args []string) error {
 	f := newFlags("dri-cdi doctor", "[flags]", doctorHelp)
 	opts := doctor.DefaultOptions()
 	doctor.RegisterFlags(f.FlagSet, &opts)
-	cfgPath := f.String("config", "", "dri-cdi config file; its cdiKind replaces -cdi-kind")
+	cfgPath := f.String("config", "", "dri-cdi config file on the host (inside -host-root); its cdiKind replaces -cdi-kind")
 	output := f.output("text", "json")
 	f.finish()
 	if err := f.parse(env, args, false); err != nil {
@@ -40,7 +40,11 @@ func runDoctor(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	if *cfgPath != "" {
-		cfg, err := config.Load(*cfgPath)
+		path, err := doctor.HostPath(opts.Root, *cfgPath)
+		if err != nil {
+			return err
+		}
+		cfg, err := config.Load(path)
 		if err != nil {
 			return err
 		}

@@ -53,10 +53,14 @@ func TestDoctor(t *testing.T) {
 	require.False(t, rep.Failed)
 	require.Equal(t, doctor.DeliveryCDICRI, rep.Recommended)
 
-	// The config's cdiKind names the spec files looked for.
-	r = run(t, nil, "doctor", "-host-root", root, "-config", filepath.Join(root, "etc/dri-cdi/config.yaml"))
+	// The config's cdiKind names the spec files looked for. The config is
+	// a host path, read inside the host root like every other.
+	r = run(t, nil, "doctor", "-host-root", root, "-config", "/etc/dri-cdi/config.yaml")
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "/var/run/cdi does not exist")
+	r = run(t, nil, "doctor", "-host-root", root, "-config", filepath.Join(root, "etc/dri-cdi/config.yaml"))
+	require.Equal(t, ExitError, r.code, r.stdout)
+	require.Contains(t, r.stderr, filepath.Join(root, root, "etc/dri-cdi/config.yaml"))
 
 	// A failed check is exit code 1, with the report on stdout.
 	root = doctorHost(t, "/var/lib/kubelet/pod-resources/kubelet.sock")

@@ -210,12 +210,26 @@ func validDriver(d string) error {
 	if d == "" {
 		return errors.New("empty driver name")
 	}
-	if len(d) > 63 {
-		return fmt.Errorf("driver name %q is longer than 63 bytes", d)
+	if err := checkName(d, false); err != nil {
+		return fmt.Errorf("driver name %q %w", d, err)
 	}
-	for _, r := range d {
+	return nil
+}
+
+// checkName applies the rule driver names and the name part of an
+// extended resource name share: at most 63 bytes of letters, digits, '-',
+// '_' and '.', and with alnumEnds starting and ending with a letter or
+// digit. The error says what is wrong; the caller says whose name it is.
+func checkName(s string, alnumEnds bool) error {
+	if len(s) > 63 {
+		return errors.New("is longer than 63 bytes")
+	}
+	if alnumEnds && (!alnum(s[0]) || !alnum(s[len(s)-1])) {
+		return errors.New("must start and end with a letter or digit")
+	}
+	for _, r := range s {
 		if !nameRune(r) {
-			return fmt.Errorf("driver name %q has invalid character %q", d, r)
+			return fmt.Errorf("has invalid character %q", r)
 		}
 	}
 	return nil
@@ -272,16 +286,8 @@ func ValidResourceName(name string) error {
 			return fmt.Errorf("%q: domain %q is not a lowercase DNS-1123 subdomain", name, domain)
 		}
 	}
-	if len(short) > 63 {
-		return fmt.Errorf("%q: name part is longer than 63 bytes", name)
-	}
-	if !alnum(short[0]) || !alnum(short[len(short)-1]) {
-		return fmt.Errorf("%q: name part must start and end with a letter or digit", name)
-	}
-	for _, r := range short {
-		if !nameRune(r) {
-			return fmt.Errorf("%q: name part has invalid character %q", name, r)
-		}
+	if err := checkName(short, true); err != nil {
+		return fmt.Errorf("%q: name part %w", name, err)
 	}
 	return nil
 }
@@ -321,20 +327,12 @@ func decodeConfig(j []byte, c *Config) error {
 	if err := json.Unmarshal(j, &top); err != nil {
 		return fieldErr("(top level)", "want a mapping, got %s", jsonType(j))
 	}
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		v := top[k]
-		switch k {
-		case "cdiKind":
-			if err := decodeValue(k, v, &c.CDIKind); err != nil {
-				return err
-			}
-		case "defaultPools":
-			if err := decodeValue(k, v, &c.DefaultPools); err != nil {
-				return err
-			}
-		case "pools":
+	return decodeFields("", top, []field{
+		{"cdiKind", into(&c.CDIKind)},
+		{"defaultPools", into(&c.DefaultPools)},
+		{"pools", func(path string, v json.RawMessage) error {
 			var raw []json.RawMessage
-			if err := decodeValue(k, v, &raw); err != nil {
+			if err := decodeValue(path, v, &raw); err != nil {
 				return err
 			}
 			c.Pools = make([]PoolConfig, len(raw))
@@ -343,11 +341,9 @@ func decodeConfig(j []byte, c *Config) error {
 					return err
 				}
 			}
-		default:
-			return fieldErr(k, "unknown field (known: cdiKind, defaultPools, pools)")
-		}
-	}
-	return nil
+			return nil
+		}},
+	})
 }
 
 func decodePool(path string, j json.RawMessage, p *PoolConfig) error {
@@ -356,27 +352,46 @@ func decodePool(path string, j json.RawMessage, p *PoolConfig) error {
 		return fieldErr(path, "want a mapping, got %s", jsonType(j))
 	}
 	p.Replicas = 1
+	return decodeFields(path, m, []field{
+		{"resource", into(&p.Resource)},
+		{"drivers", into(&p.Drivers)},
+		{"pciIDs", into(&p.PCIIDs)},
+		{"includeDisplayOnly", into(&p.IncludeDisplayOnly)},
+		{"replicas", into(&p.Replicas)},
+		{"allowSameCardReplicas", into(&p.AllowSameCardReplicas)},
+	})
+}
+
+// field is one known key of a mapping in the file and how its value is
+// decoded; decode gets the field's full path for its errors.
+type field struct {
+	name   string
+	decode func(path string, v json.RawMessage) error
+}
+
+// into decodes a field's value into dst with decodeValue.
+func into(dst any) func(string, json.RawMessage) error {
+	return func(path string, v json.RawMessage) error { return decodeValue(path, v, dst) }
+}
+
+// decodeFields decodes the keys of the mapping m at path ("" for the top
+// level) in sorted order, so that the first error is always the same; a
+// key that is none of fields is an error that lists the known ones.
+func decodeFields(path string, m map[string]json.RawMessage, fields []field) error {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v := m[k]
-		f := path + "." + k
-		var err error
-		switch k {
-		case "resource":
-			err = decodeValue(f, v, &p.Resource)
-		case "drivers":
-			err = decodeValue(f, v, &p.Drivers)
-		case "pciIDs":
-			err = decodeValue(f, v, &p.PCIIDs)
-		case "includeDisplayOnly":
-			err = decodeValue(f, v, &p.IncludeDisplayOnly)
-		case "replicas":
-			err = decodeValue(f, v, &p.Replicas)
-		case "allowSameCardReplicas":
-			err = decodeValue(f, v, &p.AllowSameCardReplicas)
-		default:
-			err = fieldErr(f, "unknown field (known: resource, drivers, pciIDs, includeDisplayOnly, replicas, allowSameCardReplicas)")
+		f := k
+		if path != "" {
+			f = path + "." + k
 		}
-		if err != nil {
+		i := slices.IndexFunc(fields, func(fl field) bool { return fl.name == k })
+		if i < 0 {
+			known := make([]string, len(fields))
+			for n, fl := range fields {
+				known[n] = fl.name
+			}
+			return fieldErr(f, "unknown field (known: %s)", strings.Join(known, ", "))
+		}
+		if err := fields[i].decode(f, m[k]); err != nil {
 			return err
 		}
 	}

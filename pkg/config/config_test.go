@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,8 +47,8 @@ pools:
 			in:   "cdiKind: null\npools:\n- resource: example.com/gpu\n  pciIDs: [1002:*]\n  replicas: null\n",
 			want: &Config{DefaultPools: true, Pools: []PoolConfig{{Resource: "example.com/gpu", PCIIDs: []string{"1002:*"}, Replicas: 1}}},
 		},
-		"unknown top-level field":   {in: "defaultPool: true\n", wantErr: []string{"defaultPool: unknown field"}},
-		"unknown pool field":        {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n- resource: a.b/d\n  drivers: [z]\n  replica: 2\n", wantErr: []string{"pools[1].replica: unknown field"}},
+		"unknown top-level field":   {in: "defaultPool: true\n", wantErr: []string{"defaultPool: unknown field (known: cdiKind, defaultPools, pools)"}},
+		"unknown pool field":        {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n- resource: a.b/d\n  drivers: [z]\n  replica: 2\n", wantErr: []string{"pools[1].replica: unknown field (known: resource, drivers, pciIDs, includeDisplayOnly, replicas, allowSameCardReplicas)"}},
 		"field names are exact":     {in: "pools:\n- Resource: a.b/c\n  drivers: [x]\n", wantErr: []string{"pools[0].Resource: unknown field"}},
 		"duplicate key":             {in: "cdiKind: a.b/c\ncdiKind: d.e/f\n", wantErr: []string{`"cdiKind" already set`}},
 		"replicas zero":             {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n- resource: a.b/d\n  drivers: [z]\n  replicas: 0\n", wantErr: []string{"pools[1].replicas: must be >= 1"}},
@@ -82,6 +83,7 @@ pools:
 		"pci id not hex":          {in: "pools:\n- resource: a.b/c\n  pciIDs: [\"80g6:56a0\"]\n", wantErr: []string{"pools[0].pciIDs[0]"}},
 		"empty driver":            {in: "pools:\n- resource: a.b/c\n  drivers: [\"\"]\n", wantErr: []string{"pools[0].drivers[0]: empty driver name"}},
 		"driver with slash":       {in: "pools:\n- resource: a.b/c\n  drivers: [\"a/b\"]\n", wantErr: []string{"pools[0].drivers[0]", "invalid character"}},
+		"driver too long":         {in: "pools:\n- resource: a.b/c\n  drivers: [" + strings.Repeat("d", 64) + "]\n", wantErr: []string{"pools[0].drivers[0]", "is longer than 63 bytes"}},
 		"yaml 1.1 boolean driver": {in: "pools:\n- resource: a.b/c\n  drivers: [i915, y]\n", wantErr: []string{"pools[0].drivers[1]: want a string (quote it), got a boolean"}},
 		"null driver":             {in: "pools:\n- resource: a.b/c\n  drivers: [null]\n", wantErr: []string{"pools[0].drivers[0]: want a string (quote it), got null"}},
 		"drivers not a list":      {in: "pools:\n- resource: a.b/c\n  drivers: i915\n", wantErr: []string{"pools[0].drivers: want a list of strings, got a string"}},
@@ -176,28 +178,31 @@ func TestKindAndServesResource(t *testing.T) {
 }
 
 func TestValidResourceName(t *testing.T) {
-	tests := map[string]bool{
-		"dri-cdi.dev/i915":              true,
-		"gpu.intel.com/i915":            true,
-		"dri-cdi.dev/virtio_gpu":        true,
-		"example.com/A.b-c_d":           true,
-		"example.com/":                  false,
-		"/gpu":                          false,
-		"example..com/gpu":              false,
-		"-example.com/gpu":              false,
-		"example.com/_gpu":              false,
-		"example.com/g pu":              false,
-		"requests.kubernetes.io/x":      false,
-		strings.Repeat("a", 245) + "/x": false,
-		strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "/x": true,
+	// name -> what the error must say; "" for a valid name.
+	tests := map[string]string{
+		"dri-cdi.dev/i915":              "",
+		"gpu.intel.com/i915":            "",
+		"dri-cdi.dev/virtio_gpu":        "",
+		"example.com/A.b-c_d":           "",
+		"example.com/":                  "is not an extended resource name <domain>/<name>",
+		"/gpu":                          "is not an extended resource name <domain>/<name>",
+		"example..com/gpu":              `domain "example..com" is not a lowercase DNS-1123 subdomain`,
+		"-example.com/gpu":              `domain "-example.com" is not a lowercase DNS-1123 subdomain`,
+		"example.com/_gpu":              "name part must start and end with a letter or digit",
+		"example.com/g pu":              "name part has invalid character ' '",
+		"requests.kubernetes.io/x":      "the kubernetes.io domain is reserved",
+		strings.Repeat("a", 245) + "/x": "domain is longer than 244 bytes",
+		strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "/x": "",
+		"example.com/" + strings.Repeat("g", 64):                       "name part is longer than 63 bytes",
 	}
-	for name, ok := range tests {
+	for name, wantErr := range tests {
 		t.Run(name, func(t *testing.T) {
 			err := ValidResourceName(name)
-			if ok {
+			if wantErr == "" {
 				require.NoError(t, err)
 			} else {
-				require.Error(t, err)
+				require.ErrorContains(t, err, wantErr)
+				require.ErrorContains(t, err, fmt.Sprintf("%q", name))
 			}
 		})
 	}

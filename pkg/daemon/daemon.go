@@ -30,19 +30,25 @@ const (
 	ExitUsage = 2
 )
 
-// Main starts a daemon and returns its exit code. It applies the GC
-// default (gctune), parses args into fs and then the DRI_CDI_*
-// environment for flags the command line left unset (flagenv), refuses
-// positional arguments (no daemon takes any), builds the logger from
-// logFlags, and calls run with a context that ends on SIGTERM or an
-// interrupt. Usage errors are written to stderr, prefixed with fs's name;
-// a failing run is logged.
-func Main(args []string, fs *flag.FlagSet, logFlags *logging.Flags, stderr io.Writer, run func(ctx context.Context, log *logrus.Logger) error) int {
+// Main starts a daemon and returns its exit code. newFlags is the
+// command's NewFlagSet: it binds the command's options O and the log
+// flags to a flag set. Main applies the GC default (gctune), parses the
+// command line into that set and then the DRI_CDI_* environment for flags
+// the command line left unset (flagenv), refuses positional arguments (no
+// daemon takes any), builds the logger from the log flags, and calls run
+// with the parsed options and a context that ends on SIGTERM or an
+// interrupt. Usage errors are written to stderr, prefixed with the flag
+// set's name; a failing run is logged.
+func Main[O any](newFlags func(*O, *logging.Flags) *flag.FlagSet, run func(ctx context.Context, o O, log *logrus.Logger) error) int {
 	gctune.Apply()
-	return start(args, fs, logFlags, stderr, os.LookupEnv, run)
+	return start(os.Args[1:], os.Stderr, os.LookupEnv, newFlags, run)
 }
 
-func start(args []string, fs *flag.FlagSet, logFlags *logging.Flags, stderr io.Writer, lookup func(string) (string, bool), run func(ctx context.Context, log *logrus.Logger) error) int {
+func start[O any](args []string, stderr io.Writer, lookup func(string) (string, bool),
+	newFlags func(*O, *logging.Flags) *flag.FlagSet, run func(ctx context.Context, o O, log *logrus.Logger) error) int {
+	var o O
+	var logFlags logging.Flags
+	fs := newFlags(&o, &logFlags)
 	name := fs.Name()
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
@@ -66,7 +72,7 @@ func start(args []string, fs *flag.FlagSet, logFlags *logging.Flags, stderr io.W
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, log); err != nil {
+	if err := run(ctx, o, log); err != nil {
 		log.WithError(err).Error(name + " failed")
 		return ExitFailed
 	}

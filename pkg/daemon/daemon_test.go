@@ -20,7 +20,7 @@ func TestStart(t *testing.T) {
 		runErr error
 		code   int
 		ran    bool
-		addr   string   // the --addr flag run sees
+		addr   string   // the --addr option run is given
 		stderr []string // substrings of stderr
 	}{
 		"flags parsed, run called":        {args: []string{"--addr=:1"}, code: ExitOK, ran: true, addr: ":1"},
@@ -32,31 +32,36 @@ func TestStart(t *testing.T) {
 		"stray argument":        {args: []string{"extra"}, code: ExitUsage, stderr: []string{"test-daemon: unexpected arguments", `"extra"`}},
 		"bad log level":         {args: []string{"--log-level=loud"}, code: ExitUsage, stderr: []string{"test-daemon:", "loud"}},
 		"bad environment value": {env: map[string]string{"DRI_CDI_LOG_LEVEL": "loud"}, code: ExitUsage, stderr: []string{"test-daemon:", "loud"}},
-		"run fails":             {runErr: errors.New("boom"), code: ExitFailed, ran: true, stderr: []string{"test-daemon failed", "boom"}},
+		"run fails":             {runErr: errors.New("boom"), code: ExitFailed, ran: true, addr: ":0", stderr: []string{"test-daemon failed", "boom"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			fs := flag.NewFlagSet("test-daemon", flag.ContinueOnError)
-			addr := fs.String("addr", ":0", "an address")
-			var logFlags logging.Flags
-			logFlags.Register(fs)
 			var stderr bytes.Buffer
 			ran := false
-			code := start(tc.args, fs, &logFlags, &stderr, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok },
-				func(ctx context.Context, log *logrus.Logger) error {
+			code := start(tc.args, &stderr, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, newTestFlags,
+				func(ctx context.Context, o testOptions, log *logrus.Logger) error {
 					ran = true
 					require.NotNil(t, log)
 					require.NoError(t, ctx.Err())
+					require.Equal(t, tc.addr, o.addr)
 					return tc.runErr
 				})
 			require.Equal(t, tc.code, code, stderr.String())
 			require.Equal(t, tc.ran, ran)
-			if tc.addr != "" {
-				require.Equal(t, tc.addr, *addr)
-			}
 			for _, s := range tc.stderr {
 				require.Contains(t, stderr.String(), s)
 			}
 		})
 	}
+}
+
+// testOptions and newTestFlags stand for a command's Options and
+// NewFlagSet.
+type testOptions struct{ addr string }
+
+func newTestFlags(o *testOptions, log *logging.Flags) *flag.FlagSet {
+	fs := flag.NewFlagSet("test-daemon", flag.ContinueOnError)
+	fs.StringVar(&o.addr, "addr", ":0", "an address")
+	log.Register(fs)
+	return fs
 }

@@ -49,6 +49,14 @@ func (r hostRoot) resolve(p string) (string, error) {
 	return out, nil
 }
 
+// HostPath returns where this process sees the host path p when the
+// host's filesystem is mounted at root (--host-root; "" or "/" for the
+// host itself), resolved as doctor resolves every path it checks. The CLI
+// reads the dri-cdi config file (--config) through it.
+func HostPath(root, p string) (string, error) {
+	return newHostRoot(root).resolve(p)
+}
+
 // host maps the host path p to where this process sees it, resolved
 // inside the host root. A path that cannot be resolved (a symlink loop, a
 // directory it may not search) is reported once as a failed check, and

@@ -2,8 +2,10 @@ package dra
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,7 +150,7 @@ func (e *env) preparedUIDs() []string {
 	e.t.Helper()
 	prepared, err := e.d.Prepared()
 	require.NoError(e.t, err)
-	return keys(prepared)
+	return slices.Collect(maps.Keys(prepared))
 }
 
 func cdiIDs(r *drapb.NodePrepareResourceResponse) []string {
@@ -221,14 +223,6 @@ func TestPrepareReturnsTheCardsCDINames(t *testing.T) {
 	// Unprepare of a claim that is not prepared is no error.
 	e.unprepare(one, dratest.Claim("ns", "never", "uid-never"))
 	require.ElementsMatch(t, []string{"uid-2", "uid-3"}, e.preparedUIDs())
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 func TestPrepareRefusesBadClaims(t *testing.T) {

@@ -3,9 +3,7 @@ package dra
 import (
 	"flag"
 
-	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
-	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
@@ -21,12 +19,7 @@ func NewFlagSet(o *RunOptions, log *logging.Flags) *flag.FlagSet {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster service account)")
 	fs.StringVar(&o.PluginDataDir, "plugin-data-dir", DefaultPluginDataDir, "directory for dra.sock and the checkpoint; same path on the host")
 	fs.StringVar(&o.RegistrarDir, "registrar-dir", DefaultRegistrarDir, "kubelet plugin registration directory; same path on the host")
-	fs.StringVar(&o.Agent.Roots.Sysfs, "sysfs-root", drm.DefaultRoots.Sysfs, "sysfs mount to discover cards from")
-	fs.StringVar(&o.Agent.Roots.Dev, "dev-root", drm.DefaultRoots.Dev, "dev tree holding dri/ (device nodes)")
-	fs.StringVar(&o.Agent.CDIDir, "cdi-dir", cdi.DefaultDir, "directory for the CDI spec files")
-	fs.StringVar(&o.Agent.ConfigPath, "config", "", "YAML config file (empty: one pool per driver)")
-	fs.StringVar(&o.Agent.MetricsAddr, "metrics-addr", ":9472", "address for /metrics, /healthz and /readyz (empty disables)")
-	fs.DurationVar(&o.Agent.ResyncInterval, "resync-interval", agent.DefaultResyncInterval, "period of the full rescan behind inotify and uevents")
+	agent.RegisterCardFlags(fs, &o.Agent, ":9472")
 	log.Register(fs)
 	flagenv.Usage(fs, flagenv.Prefix)
 	return fs

@@ -3,8 +3,10 @@ package drm_test
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,7 +57,7 @@ var hostLayoutCards = map[string][]string{
 
 func TestDiscoverHostLayouts(t *testing.T) {
 	drmtest.SkipUnlessRoot(t)
-	require.ElementsMatch(t, hostlayout.Names(), keysOf(hostLayoutCards), "every host layout needs expectations")
+	require.ElementsMatch(t, hostlayout.Names(), slices.Collect(maps.Keys(hostLayoutCards)), "every host layout needs expectations")
 	for name, want := range hostLayoutCards {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
@@ -124,14 +126,6 @@ func TestDiscoverHostLayoutMalformed(t *testing.T) {
 			}
 		})
 	}
-}
-
-func keysOf[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // TestDiscoverHostLayoutWithoutBus discovers host layouts copied without

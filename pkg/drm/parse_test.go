@@ -8,16 +8,70 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// parseCase is one input of a sysfs value parser and the value it must
+// give; a case without ok must be rejected with the parser's sentinel.
+type parseCase[T any] struct {
+	in   string
+	want T
+	ok   bool
+}
+
+// testParser runs the cases of parse, whose errors wrap bad and quote the
+// input they reject.
+func testParser[T any](t *testing.T, parse func(string) (T, error), bad error, tests map[string]parseCase[T]) {
+	t.Helper()
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := parse(tc.in)
+			if !tc.ok {
+				require.ErrorIs(t, err, bad)
+				require.ErrorContains(t, err, fmt.Sprintf("%q", tc.in))
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// testFunc checks f against a table of input -> result.
+func testFunc[T any](t *testing.T, f func(string) T, tests map[string]T) {
+	t.Helper()
+	for in, want := range tests {
+		t.Run(in, func(t *testing.T) {
+			require.Equal(t, want, f(in))
+		})
+	}
+}
+
+// fuzzParser fuzzes parse from seeds: whatever it rejects must wrap bad,
+// whatever it accepts must pass check.
+func fuzzParser[T any](f *testing.F, seeds []string, parse func(string) (T, error), bad error, check func(t *testing.T, in string, got T)) {
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := parse(s)
+		if err != nil {
+			require.ErrorIs(t, err, bad)
+			return
+		}
+		check(t, s, got)
+	})
+}
+
+// dev is ParseDev with its two numbers as one value, for the helpers.
+func dev(s string) ([2]uint32, error) {
+	major, minor, err := ParseDev(s)
+	return [2]uint32{major, minor}, err
+}
+
 func TestParseDev(t *testing.T) {
-	tests := map[string]struct {
-		in           string
-		major, minor uint32
-		ok           bool
-	}{
-		"card":             {in: "226:1\n", major: 226, minor: 1, ok: true},
-		"render":           {in: "226:128\n", major: 226, minor: 128, ok: true},
-		"no newline":       {in: "226:0", major: 226, minor: 0, ok: true},
-		"max":              {in: "4294967295:4294967295\n", major: 1<<32 - 1, minor: 1<<32 - 1, ok: true},
+	testParser(t, dev, ErrBadDev, map[string]parseCase[[2]uint32]{
+		"card":             {in: "226:1\n", want: [2]uint32{226, 1}, ok: true},
+		"render":           {in: "226:128\n", want: [2]uint32{226, 128}, ok: true},
+		"no newline":       {in: "226:0", want: [2]uint32{226, 0}, ok: true},
+		"max":              {in: "4294967295:4294967295\n", want: [2]uint32{1<<32 - 1, 1<<32 - 1}, ok: true},
 		"empty":            {in: ""},
 		"newline only":     {in: "\n"},
 		"no colon":         {in: "226\n"},
@@ -34,30 +88,15 @@ func TestParseDev(t *testing.T) {
 		"garbage":          {in: "garbage\n"},
 		"trailing garbage": {in: "226:1x\n"},
 		"crlf":             {in: "226:1\r\n"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			major, minor, err := ParseDev(tc.in)
-			if !tc.ok {
-				require.ErrorIs(t, err, ErrBadDev)
-				require.ErrorContains(t, err, fmt.Sprintf("%q", tc.in))
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.major, major)
-			require.Equal(t, tc.minor, minor)
-		})
-	}
+	})
 }
 
 func TestParseHexID(t *testing.T) {
-	tests := map[string]struct {
-		in, want string
-	}{
-		"intel":         {in: "0x8086\n", want: "8086"},
-		"upper case":    {in: "0x744C\n", want: "744c"},
-		"short":         {in: "0x10\n", want: "0010"},
-		"no newline":    {in: "0x1002", want: "1002"},
+	testParser(t, ParseHexID, ErrBadHexID, map[string]parseCase[string]{
+		"intel":         {in: "0x8086\n", want: "8086", ok: true},
+		"upper case":    {in: "0x744C\n", want: "744c", ok: true},
+		"short":         {in: "0x10\n", want: "0010", ok: true},
+		"no newline":    {in: "0x1002", want: "1002", ok: true},
 		"no prefix":     {in: "8086\n"},
 		"upper prefix":  {in: "0X8086\n"},
 		"prefix only":   {in: "0x\n"},
@@ -67,26 +106,11 @@ func TestParseHexID(t *testing.T) {
 		"sign":          {in: "0x-808\n"},
 		"empty":         {in: ""},
 		"class is long": {in: "0x030000\n"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := ParseHexID(tc.in)
-			if tc.want == "" {
-				require.ErrorIs(t, err, ErrBadHexID)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
-		})
-	}
+	})
 }
 
 func TestParseNUMANode(t *testing.T) {
-	tests := map[string]struct {
-		in   string
-		want int
-		ok   bool
-	}{
+	testParser(t, ParseNUMANode, ErrBadNUMA, map[string]parseCase[int]{
 		"unknown":      {in: "-1\n", want: -1, ok: true},
 		"zero":         {in: "0\n", want: 0, ok: true},
 		"three":        {in: "3\n", want: 3, ok: true},
@@ -97,30 +121,17 @@ func TestParseNUMANode(t *testing.T) {
 		"empty":        {in: ""},
 		"garbage":      {in: "node0\n"},
 		"leading zero": {in: "01\n"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := ParseNUMANode(tc.in)
-			if !tc.ok {
-				require.ErrorIs(t, err, ErrBadNUMA)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
-		})
-	}
+	})
 }
 
 func TestLinkName(t *testing.T) {
-	tests := map[string]struct {
-		in, want string
-	}{
-		"driver":          {in: "../../../bus/pci/drivers/i915", want: "i915"},
-		"subsystem":       {in: "../../../bus/pci", want: "pci"},
-		"trailing slash":  {in: "../../bus/platform/", want: "platform"},
-		"absolute":        {in: "/sys/bus/virtio/drivers/virtio_gpu", want: "virtio_gpu"},
-		"bare name":       {in: "amdgpu", want: "amdgpu"},
-		"dash and dot":    {in: "../drivers/simple-framebuffer", want: "simple-framebuffer"},
+	testParser(t, LinkName, ErrBadLink, map[string]parseCase[string]{
+		"driver":          {in: "../../../bus/pci/drivers/i915", want: "i915", ok: true},
+		"subsystem":       {in: "../../../bus/pci", want: "pci", ok: true},
+		"trailing slash":  {in: "../../bus/platform/", want: "platform", ok: true},
+		"absolute":        {in: "/sys/bus/virtio/drivers/virtio_gpu", want: "virtio_gpu", ok: true},
+		"bare name":       {in: "amdgpu", want: "amdgpu", ok: true},
+		"dash and dot":    {in: "../drivers/simple-framebuffer", want: "simple-framebuffer", ok: true},
 		"empty":           {in: ""},
 		"dot":             {in: "."},
 		"dotdot":          {in: ".."},
@@ -128,19 +139,8 @@ func TestLinkName(t *testing.T) {
 		"root":            {in: "/"},
 		"cleans to dot":   {in: "a/.."},
 		"nul":             {in: "dri\x00ver"},
-		"ends in dot dir": {in: "drivers/i915/.", want: "i915"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := LinkName(tc.in)
-			if tc.want == "" {
-				require.ErrorIs(t, err, ErrBadLink)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
-		})
-	}
+		"ends in dot dir": {in: "drivers/i915/.", want: "i915", ok: true},
+	})
 }
 
 func TestClassifyEntry(t *testing.T) {
@@ -164,11 +164,7 @@ func TestClassifyEntry(t *testing.T) {
 		"accel0":       kindOther,
 		"card99999999": kindCard,
 	}
-	for name, want := range tests {
-		t.Run(name, func(t *testing.T) {
-			require.Equal(t, want, classifyEntry(name))
-		})
-	}
+	testFunc(t, classifyEntry, tests)
 }
 
 func TestIsPCIAddress(t *testing.T) {
@@ -188,11 +184,7 @@ func TestIsPCIAddress(t *testing.T) {
 		"vkms":          false,
 		"":              false,
 	}
-	for in, want := range tests {
-		t.Run(in, func(t *testing.T) {
-			require.Equal(t, want, isPCIAddress(in))
-		})
-	}
+	testFunc(t, isPCIAddress, tests)
 }
 
 func TestPlatformDriver(t *testing.T) {
@@ -204,38 +196,20 @@ func TestPlatformDriver(t *testing.T) {
 		".0":                   ".0",
 		"bar.":                 "bar.",
 	}
-	for in, want := range tests {
-		t.Run(in, func(t *testing.T) {
-			require.Equal(t, want, platformDriver(in))
-		})
-	}
+	testFunc(t, platformDriver, tests)
 }
 
 func FuzzParseDev(f *testing.F) {
-	for _, s := range []string{"226:1\n", "226:128\n", "0:0", "garbage", "226:", ":", "4294967296:1\n"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		major, minor, err := ParseDev(s)
-		if err != nil {
-			require.ErrorIs(t, err, ErrBadDev)
-			return
-		}
+	seeds := []string{"226:1\n", "226:128\n", "0:0", "garbage", "226:", ":", "4294967296:1\n"}
+	fuzzParser(f, seeds, dev, ErrBadDev, func(t *testing.T, s string, got [2]uint32) {
 		// Only the canonical form, optionally with one newline, parses.
-		require.Equal(t, strings.TrimSuffix(s, "\n"), fmt.Sprintf("%d:%d", major, minor))
+		require.Equal(t, strings.TrimSuffix(s, "\n"), fmt.Sprintf("%d:%d", got[0], got[1]))
 	})
 }
 
 func FuzzParseHexID(f *testing.F) {
-	for _, s := range []string{"0x8086\n", "0x744C\n", "0x\n", "8086", "0x10000\n"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		id, err := ParseHexID(s)
-		if err != nil {
-			require.ErrorIs(t, err, ErrBadHexID)
-			return
-		}
+	seeds := []string{"0x8086\n", "0x744C\n", "0x\n", "8086", "0x10000\n"}
+	fuzzParser(f, seeds, ParseHexID, ErrBadHexID, func(t *testing.T, s string, id string) {
 		require.Len(t, id, 4)
 		require.True(t, isLowerHex(id), id)
 		v := strings.TrimPrefix(strings.TrimSuffix(s, "\n"), "0x")
@@ -244,30 +218,16 @@ func FuzzParseHexID(f *testing.F) {
 }
 
 func FuzzParseNUMANode(f *testing.F) {
-	for _, s := range []string{"-1\n", "0\n", "3", "-2", "x"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		n, err := ParseNUMANode(s)
-		if err != nil {
-			require.ErrorIs(t, err, ErrBadNUMA)
-			return
-		}
+	seeds := []string{"-1\n", "0\n", "3", "-2", "x"}
+	fuzzParser(f, seeds, ParseNUMANode, ErrBadNUMA, func(t *testing.T, s string, n int) {
 		require.GreaterOrEqual(t, n, -1)
 		require.Equal(t, strings.TrimSuffix(s, "\n"), fmt.Sprint(n))
 	})
 }
 
 func FuzzLinkName(f *testing.F) {
-	for _, s := range []string{"../../../bus/pci/drivers/i915", "/", "..", "", "a/..", "x/"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		name, err := LinkName(s)
-		if err != nil {
-			require.ErrorIs(t, err, ErrBadLink)
-			return
-		}
+	seeds := []string{"../../../bus/pci/drivers/i915", "/", "..", "", "a/..", "x/"}
+	fuzzParser(f, seeds, LinkName, ErrBadLink, func(t *testing.T, s string, name string) {
 		require.NotContains(t, name, "/")
 		require.NotContains(t, []string{"", ".", ".."}, name)
 		require.Contains(t, s, name)

@@ -226,32 +226,33 @@ func containerDevices(res *v1.PodResources, namespace, pod, container string) (m
 // kubelet without the method, or the KubeletPodResourcesGet feature gate
 // off (answered as a plain error by the kubelet).
 func getUnavailable(err error) bool {
-	s, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	switch s.Code() {
-	case codes.Unimplemented:
-		return true
-	case codes.Unknown:
-		return strings.Contains(s.Message(), "Get method disabled")
-	}
-	return false
+	return kubeletStatus(err, codes.Unimplemented, func(m string) bool {
+		return strings.Contains(m, "Get method disabled")
+	})
 }
 
 // podNotFound reports whether Get answered that the pod is unknown:
 // NotFound, or the kubelet's plain "pod X in namespace Y not found".
 func podNotFound(err error) bool {
+	return kubeletStatus(err, codes.NotFound, func(m string) bool {
+		return strings.HasPrefix(m, "pod ") && strings.HasSuffix(m, " not found")
+	})
+}
+
+// kubeletStatus reports whether err is a gRPC status of code, or a plain
+// error of the kubelet's (codes.Unknown) whose message plain accepts:
+// the kubelet answers some conditions with a status code and others,
+// depending on its version, only with a message.
+func kubeletStatus(err error, code codes.Code, plain func(msg string) bool) bool {
 	s, ok := status.FromError(err)
 	if !ok {
 		return false
 	}
 	switch s.Code() {
-	case codes.NotFound:
+	case code:
 		return true
 	case codes.Unknown:
-		m := s.Message()
-		return strings.HasPrefix(m, "pod ") && strings.HasSuffix(m, " not found")
+		return plain(s.Message())
 	}
 	return false
 }

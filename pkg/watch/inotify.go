@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -42,17 +41,14 @@ func (e Event) Removed() bool {
 
 // DirWatcher reports changes inside a set of directories.
 type DirWatcher struct {
-	log    *logrus.Entry
-	file   *os.File
-	fd     int
-	dirs   []string
-	events chan Event
+	feed[Event]
+	log  *logrus.Entry
+	fd   int
+	dirs []string
 
 	mu      sync.Mutex
 	watches map[int32]string // wd -> watched path
 	byPath  map[string]int32
-	done    chan struct{}
-	closed  atomic.Bool
 }
 
 // NewDirWatcher starts watching dirs. Missing directories are awaited as
@@ -63,13 +59,11 @@ func NewDirWatcher(log *logrus.Entry, dirs ...string) (*DirWatcher, error) {
 		return nil, fmt.Errorf("inotify init: %w", err)
 	}
 	w := &DirWatcher{
+		feed:    feed[Event]{file: os.NewFile(uintptr(fd), "inotify"), events: make(chan Event, eventBuffer), done: make(chan struct{})},
 		log:     log,
-		file:    os.NewFile(uintptr(fd), "inotify"),
 		fd:      fd,
-		events:  make(chan Event, eventBuffer),
 		watches: map[int32]string{},
 		byPath:  map[string]int32{},
-		done:    make(chan struct{}),
 	}
 	for _, d := range dirs {
 		w.dirs = append(w.dirs, filepath.Clean(d))
@@ -86,12 +80,7 @@ func NewDirWatcher(log *logrus.Entry, dirs ...string) (*DirWatcher, error) {
 func (w *DirWatcher) Events() <-chan Event { return w.events }
 
 // Close stops watching and waits for the reader to end.
-func (w *DirWatcher) Close() error {
-	w.closed.Store(true)
-	err := w.file.Close()
-	<-w.done
-	return err
-}
+func (w *DirWatcher) Close() error { return w.close() }
 
 // Watched returns the paths watched now, sorted: each target directory
 // that exists, else its nearest existing parent.
@@ -239,13 +228,6 @@ func (w *DirWatcher) handle(evs []RawInotify) {
 		if changed {
 			w.send(Event{})
 		}
-	}
-}
-
-func (w *DirWatcher) send(ev Event) {
-	select {
-	case w.events <- ev:
-	default:
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -72,11 +71,8 @@ func (u Uevent) Relevant() bool { return slices.Contains(UeventSubsystems, u.Sub
 // UeventListener receives kernel uevents from a NETLINK_KOBJECT_UEVENT
 // socket and forwards the relevant ones.
 type UeventListener struct {
-	log    *logrus.Entry
-	file   *os.File
-	events chan Uevent
-	done   chan struct{}
-	closed atomic.Bool
+	feed[Uevent]
+	log *logrus.Entry
 }
 
 // ListenUevents opens the netlink socket. It fails where the process may
@@ -98,10 +94,8 @@ func ListenUevents(log *logrus.Entry) (*UeventListener, error) {
 		return nil, fmt.Errorf("bind uevent netlink socket: %w", err)
 	}
 	l := &UeventListener{
-		log:    log,
-		file:   os.NewFile(uintptr(fd), "uevent"),
-		events: make(chan Uevent, eventBuffer),
-		done:   make(chan struct{}),
+		feed: feed[Uevent]{file: os.NewFile(uintptr(fd), "uevent"), events: make(chan Uevent, eventBuffer), done: make(chan struct{})},
+		log:  log,
 	}
 	go l.read()
 	return l, nil
@@ -113,12 +107,7 @@ func ListenUevents(log *logrus.Entry) (*UeventListener, error) {
 func (l *UeventListener) Events() <-chan Uevent { return l.events }
 
 // Close stops listening and waits for the reader to end.
-func (l *UeventListener) Close() error {
-	l.closed.Store(true)
-	err := l.file.Close()
-	<-l.done
-	return err
-}
+func (l *UeventListener) Close() error { return l.close() }
 
 func (l *UeventListener) read() {
 	defer close(l.done)
@@ -165,12 +154,5 @@ func (l *UeventListener) read() {
 		if ev.Relevant() {
 			l.send(ev)
 		}
-	}
-}
-
-func (l *UeventListener) send(ev Uevent) {
-	select {
-	case l.events <- ev:
-	default:
 	}
 }

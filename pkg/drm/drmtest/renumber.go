@@ -7,33 +7,22 @@ import "fmt"
 // minors, so after an unbind a card can come back with the numbers
 // another card had. The minors must be free (no bound GPU holds them).
 func (t *Tree) RebindAs(id string, card, render int) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	g, err := t.gpu(id)
-	if err != nil {
-		return err
-	}
-	if t.bound[id] {
-		return fmt.Errorf("fake GPU %s: still bound; unbind it first", id)
-	}
-	if (g.Render < 0) != (render < 0) {
-		return fmt.Errorf("fake GPU %s: a rebind cannot add or drop the render node", id)
-	}
-	g = g.WithNodes(card, render)
-	if err := validate(g); err != nil {
-		return err
-	}
-	for _, o := range t.gpus {
-		if o.ID() != id && t.bound[o.ID()] && (o.Card == card || (render >= 0 && o.Render == render)) {
-			return fmt.Errorf("fake GPU %s: minor numbers %d/%d taken by %s", id, card, render, o.ID())
+	return t.withGPU(id, func(g GPU) error {
+		if t.bound[id] {
+			return fmt.Errorf("fake GPU %s: still bound; unbind it first", id)
 		}
-	}
-	t.gpus[id] = g
-	if err := t.bind(g); err != nil {
-		return fmt.Errorf("fake GPU %s: %w", id, err)
-	}
-	t.bound[id] = true
-	return nil
+		if (g.Render < 0) != (render < 0) {
+			return fmt.Errorf("fake GPU %s: a rebind cannot add or drop the render node", id)
+		}
+		g = g.WithNodes(card, render)
+		if err := validate(g); err != nil {
+			return err
+		}
+		if err := t.minorsFree(g); err != nil {
+			return err
+		}
+		return t.bindAs(g)
+	})
 }
 
 // Renumber unbinds the GPU with this ID and binds it again with other

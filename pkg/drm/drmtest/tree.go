@@ -157,14 +157,28 @@ func (t *Tree) Add(g GPU) error {
 	if _, ok := t.gpus[g.ID()]; ok {
 		return fmt.Errorf("fake GPU %s: already present", g.ID())
 	}
-	for _, o := range t.gpus {
-		if t.bound[o.ID()] && (o.Card == g.Card || (g.Render >= 0 && o.Render == g.Render)) {
-			return fmt.Errorf("fake GPU %s: minor numbers %d/%d taken by %s", g.ID(), g.Card, g.Render, o.ID())
-		}
+	if err := t.minorsFree(g); err != nil {
+		return err
 	}
 	if err := t.createDevice(g); err != nil {
 		return fmt.Errorf("fake GPU %s: %w", g.ID(), err)
 	}
+	return t.bindAs(g)
+}
+
+// minorsFree fails when a bound GPU other than g holds g's card or
+// render minor: DRM never hands out one minor twice.
+func (t *Tree) minorsFree(g GPU) error {
+	for _, o := range t.gpus {
+		if o.ID() != g.ID() && t.bound[o.ID()] && (o.Card == g.Card || (g.Render >= 0 && o.Render == g.Render)) {
+			return fmt.Errorf("fake GPU %s: minor numbers %d/%d taken by %s", g.ID(), g.Card, g.Render, o.ID())
+		}
+	}
+	return nil
+}
+
+// bindAs records g (new, or with new minors) and binds its driver.
+func (t *Tree) bindAs(g GPU) error {
 	t.gpus[g.ID()] = g
 	if err := t.bind(g); err != nil {
 		return fmt.Errorf("fake GPU %s: %w", g.ID(), err)
@@ -173,16 +187,28 @@ func (t *Tree) Add(g GPU) error {
 	return nil
 }
 
-// Remove unplugs the GPU with this ID: its DRM entries and device
-// directory go first (the kernel's part), then its nodes and by-path
-// links (udev's part).
-func (t *Tree) Remove(id string) error {
+// withGPU runs f on the GPU with this ID with the tree locked, or fails
+// when there is none.
+func (t *Tree) withGPU(id string, f func(g GPU) error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g, err := t.gpu(id)
 	if err != nil {
 		return err
 	}
+	return f(g)
+}
+
+// Remove unplugs the GPU with this ID: its DRM entries and device
+// directory go first (the kernel's part), then its nodes and by-path
+// links (udev's part).
+func (t *Tree) Remove(id string) error {
+	return t.withGPU(id, t.remove)
+}
+
+// remove is Remove with the tree locked.
+func (t *Tree) remove(g GPU) error {
+	id := g.ID()
 	wasBound := t.bound[id]
 	if wasBound {
 		if err := t.unbindSysfs(g); err != nil {
@@ -215,38 +241,26 @@ func (t *Tree) Remove(id string) error {
 // Unbind detaches the driver of the GPU with this ID: DRM entries, the
 // driver link, nodes and by-path links go; the device directory stays.
 func (t *Tree) Unbind(id string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	g, err := t.gpu(id)
-	if err != nil {
-		return err
-	}
-	if !t.bound[id] {
+	return t.withGPU(id, func(g GPU) error {
+		if !t.bound[id] {
+			return nil
+		}
+		if err := t.unbind(g); err != nil {
+			return err
+		}
+		delete(t.bound, id)
 		return nil
-	}
-	if err := t.unbind(g); err != nil {
-		return err
-	}
-	delete(t.bound, id)
-	return nil
+	})
 }
 
 // Rebind binds the driver of an unbound GPU again, with the same minors.
 func (t *Tree) Rebind(id string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	g, err := t.gpu(id)
-	if err != nil {
-		return err
-	}
-	if t.bound[id] {
-		return nil
-	}
-	if err := t.bind(g); err != nil {
-		return fmt.Errorf("fake GPU %s: %w", id, err)
-	}
-	t.bound[id] = true
-	return nil
+	return t.withGPU(id, func(g GPU) error {
+		if t.bound[id] {
+			return nil
+		}
+		return t.bindAs(g)
+	})
 }
 
 func validate(g GPU) error {

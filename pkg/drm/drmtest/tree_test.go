@@ -23,6 +23,21 @@ func ids(t *testing.T, tree *drmtest.Tree) []string {
 	return out
 }
 
+// requireRead checks that read gives want[p] for each path p below root.
+func requireRead(t *testing.T, read func(string) (string, error), root string, want map[string]string) {
+	t.Helper()
+	for p, w := range want {
+		got, err := read(filepath.Join(root, p))
+		require.NoError(t, err, p)
+		require.Equal(t, w, got, p)
+	}
+}
+
+func readString(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return string(b), err
+}
+
 func TestLayout(t *testing.T) {
 	tree := drmtest.MustBuild(t, drmtest.IntelIGPU.WithNodes(1, 128), drmtest.VirtioGPU.WithNodes(0, 129), drmtest.VKMS.WithNodes(2, -1))
 	sys, dev := tree.Roots().Sysfs, tree.Roots().Dev
@@ -41,11 +56,7 @@ func TestLayout(t *testing.T) {
 		"devices/platform/vkms/subsystem":                   "../../../bus/platform",
 		"bus/pci/devices/0000:00:02.0":                      "../../../devices/pci0000:00/0000:00:02.0",
 	}
-	for link, want := range links {
-		got, err := os.Readlink(filepath.Join(sys, link))
-		require.NoError(t, err, link)
-		require.Equal(t, want, got, link)
-	}
+	requireRead(t, os.Readlink, sys, links)
 	files := map[string]string{
 		"class/drm/version":                                          "drm 1.1.0 20060810\n",
 		"devices/pci0000:00/0000:00:02.0/vendor":                     "0x8086\n",
@@ -56,11 +67,7 @@ func TestLayout(t *testing.T) {
 		"devices/pci0000:00/0000:00:04.0/virtio1/device":             "0x0010\n",
 		"devices/pci0000:00/0000:00:04.0/virtio1/drm/renderD129/dev": "226:129\n",
 	}
-	for f, want := range files {
-		got, err := os.ReadFile(filepath.Join(sys, f))
-		require.NoError(t, err, f)
-		require.Equal(t, want, string(got), f)
-	}
+	requireRead(t, readString, sys, files)
 	_, err := os.Lstat(filepath.Join(sys, "devices/platform/vkms/driver"))
 	require.ErrorIs(t, err, os.ErrNotExist, "vkms has no driver link")
 	got, err := os.Readlink(filepath.Join(dev, "dri/by-path/pci-0000:00:02.0-render"))

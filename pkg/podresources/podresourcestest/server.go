@@ -168,7 +168,14 @@ func (s *Server) SetRateLimited(n int) {
 	s.rateLimited = n
 }
 
-func (s *Server) wait(ctx context.Context) error {
+// enter starts answering a call as the kubelet would: it counts the call
+// in calls (nil: not counted), refuses it while SetRateLimited says so,
+// waits out SetDelay, and returns with s.mu held for the answer; the
+// caller unlocks. On an error the lock is not held.
+func (s *Server) enter(ctx context.Context, calls *atomic.Int64) error {
+	if calls != nil {
+		calls.Add(1)
+	}
 	s.mu.Lock()
 	d := s.delay
 	limited := s.rateLimited > 0
@@ -179,17 +186,17 @@ func (s *Server) wait(ctx context.Context) error {
 	if limited {
 		return status.Error(codes.ResourceExhausted, "rejected by rate limit")
 	}
-	if d <= 0 {
-		return nil
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
-	}
+	s.mu.Lock()
+	return nil
 }
 
 func podResources(key string, containers map[string]Container, claims map[string][]podresources.ClaimDevice) *v1.PodResources {
@@ -248,11 +255,9 @@ type service struct {
 
 func (v *service) Get(ctx context.Context, req *v1.GetPodResourcesRequest) (*v1.GetPodResourcesResponse, error) {
 	s := v.s
-	s.gets.Add(1)
-	if err := s.wait(ctx); err != nil {
+	if err := s.enter(ctx, &s.gets); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.getMode {
 	case GetDisabled:
@@ -273,11 +278,9 @@ func (v *service) Get(ctx context.Context, req *v1.GetPodResourcesRequest) (*v1.
 
 func (v *service) List(ctx context.Context, _ *v1.ListPodResourcesRequest) (*v1.ListPodResourcesResponse, error) {
 	s := v.s
-	s.lists.Add(1)
-	if err := s.wait(ctx); err != nil {
+	if err := s.enter(ctx, &s.lists); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	keys := make([]string, 0, len(s.pods))
 	for k := range s.pods {
@@ -293,10 +296,9 @@ func (v *service) List(ctx context.Context, _ *v1.ListPodResourcesRequest) (*v1.
 
 func (v *service) GetAllocatableResources(ctx context.Context, _ *v1.AllocatableResourcesRequest) (*v1.AllocatableResourcesResponse, error) {
 	s := v.s
-	if err := s.wait(ctx); err != nil {
+	if err := s.enter(ctx, nil); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	byRes := s.alloc
 	res := make([]string, 0, len(byRes))

@@ -1,0 +1,105 @@
+package dra
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
+)
+
+// jsonLines returns a logger at level writing JSON lines, and a function
+// that decodes what it wrote.
+func jsonLines(t *testing.T, level logrus.Level) (*logrus.Entry, func() []map[string]any) {
+	t.Helper()
+	var buf bytes.Buffer
+	l := logrus.New()
+	l.SetOutput(&buf)
+	l.SetFormatter(&logrus.JSONFormatter{})
+	l.SetLevel(level)
+	return logrus.NewEntry(l).WithField("component", "kubeletplugin"), func() []map[string]any {
+		var out []map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			if line == "" {
+				continue
+			}
+			m := map[string]any{}
+			require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+			out = append(out, m)
+		}
+		buf.Reset()
+		return out
+	}
+}
+
+type marshaled struct{}
+
+func (marshaled) MarshalLog() any { return "as marshaled" }
+
+func TestLogger(t *testing.T) {
+	entry, lines := jsonLines(t, logrus.InfoLevel)
+	log := Logger(entry)
+
+	log.Info("registered", "plugin", "dri-cdi.dev", "count", 2)
+	require.Equal(t, []map[string]any{{
+		"level": "info", "msg": "registered", "component": "kubeletplugin", "plugin": "dri-cdi.dev", "count": float64(2), "time": "",
+	}}, withoutTime(lines()))
+
+	// Verbosity above 0 is Debug (1-4) or Trace (5+): not written at info.
+	require.True(t, log.V(0).Enabled())
+	require.False(t, log.V(1).Enabled())
+	log.V(4).Info("detail")
+	log.V(5).Info("trace")
+	require.Empty(t, lines())
+
+	log.WithName("health").WithName("stream").WithValues("pool", "node-a").Error(errors.New("boom"), "stream failed", "odd")
+	got := withoutTime(lines())
+	require.Equal(t, []map[string]any{{
+		"level": "error", "msg": "stream failed", "component": "kubeletplugin", "logger": "health/stream", "pool": "node-a",
+		"error": "boom", "odd": "(MISSING)", "time": "",
+	}}, got)
+
+	log.Info("object", "claim", marshaled{}, 7, "non-string key")
+	obj := lines()[0]
+	require.Equal(t, "as marshaled", obj["claim"])
+	require.Equal(t, "non-string key", obj["7"])
+
+	debug, dlines := jsonLines(t, logrus.TraceLevel)
+	dlog := Logger(debug)
+	dlog.V(2).Info("steady")
+	dlog.V(6).Info("tracing")
+	levels := []any{}
+	for _, l := range dlines() {
+		levels = append(levels, l["level"])
+	}
+	require.Equal(t, []any{"debug", "trace"}, levels)
+}
+
+// TestLoggerAsKlogs checks the route dri-cdi-dra sets up: klog's global
+// and contextual logging end in the logrus logger.
+func TestLoggerAsKlogs(t *testing.T) {
+	entry, lines := jsonLines(t, logrus.InfoLevel)
+	klog.SetLogger(Logger(entry))
+	t.Cleanup(klog.ClearLogger)
+
+	klog.InfoS("from klog", "node", "node-a")
+	klog.Background().WithName("kubeletplugin").Info("from contextual", "driver", DriverName)
+	got := withoutTime(lines())
+	require.Len(t, got, 2, got)
+	require.Equal(t, "from klog", got[0]["msg"])
+	require.Equal(t, "node-a", got[0]["node"])
+	require.Equal(t, "from contextual", got[1]["msg"])
+	require.Equal(t, DriverName, got[1]["driver"])
+	require.Equal(t, "kubeletplugin", got[1]["logger"])
+}
+
+func withoutTime(lines []map[string]any) []map[string]any {
+	for _, l := range lines {
+		l["time"] = ""
+	}
+	return lines
+}
