@@ -36,12 +36,18 @@ type resolver struct {
 	// cache maps "<resolved dir>/<name>" to what that entry resolves
 	// to. A link and its target share one *resolved, so what is learnt
 	// about the target holds for the link too.
-	cache map[string]*resolved
-	root  resolved
-	buf   []byte // readlink and readAttr buffer
-	useFD bool
-	fds   []int // descriptors to close
+	cache  map[string]*resolved
+	root   resolved
+	buf    []byte // readlink and readAttr buffer
+	useFD  bool
+	fds    []int // descriptors to close
+	maxFDs int   // most descriptors open at once
 }
+
+// maxFDs bounds the descriptors one pass holds (a pass of 16 cards opens
+// about 66), so that a node with many cards does not take a daemon near
+// its open file limit; past it, entries are asked for by path.
+const maxFDs = 128
 
 // fdAfter is how often a directory is used before a resolver made by
 // newResolverAt opens it by its whole path: opening and closing cost
@@ -85,7 +91,7 @@ func newResolver() *resolver {
 // the directories it uses most; close releases them.
 func newResolverAt() *resolver {
 	r := newResolver()
-	r.useFD = true
+	r.useFD, r.maxFDs = true, maxFDs
 	return r
 }
 
@@ -128,7 +134,7 @@ func (r *resolver) atDir(dir *resolved, path string) (int, string) {
 	if !dir.hasFD {
 		dir.uses++
 		pfd, pname, ok := r.parentFD(dir)
-		if dir.uses < fdAfter && !ok {
+		if dir.uses < fdAfter && !ok || len(r.fds) >= r.maxFDs {
 			return unix.AT_FDCWD, path
 		}
 		fd, err := openDir(pfd, pname)

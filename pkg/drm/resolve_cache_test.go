@@ -32,7 +32,15 @@ func agreesWithEvalSymlinks(t *testing.T, r *resolver, path string) {
 
 // resolvers are the two kinds of resolver: by paths, and relative to
 // the descriptors of the directories it uses most.
-var resolvers = map[string]func() *resolver{"paths": newResolver, "descriptors": newResolverAt}
+var resolvers = map[string]func() *resolver{
+	"paths":       newResolver,
+	"descriptors": newResolverAt,
+	"one descriptor": func() *resolver {
+		r := newResolverAt()
+		r.maxFDs = 1
+		return r
+	},
+}
 
 // testResolver is a new resolver of kind, closed when t ends.
 func testResolver(t *testing.T, kind string) *resolver {
@@ -71,6 +79,7 @@ func TestResolverCacheOrder(t *testing.T) {
 					}
 					agreesWithEvalSymlinks(t, r, path)
 				}
+				require.LessOrEqual(t, len(r.fds), max(r.maxFDs, 0))
 				r.close()
 			}
 		}
@@ -160,7 +169,7 @@ func testReadAttr(t *testing.T, kind string) {
 		_, err := r.resolve(dir + "/x")
 		require.Error(t, err)
 	}
-	require.Equal(t, kind == "descriptors", r.cache[dir].hasFD)
+	require.Equal(t, kind != "paths", r.cache[dir].hasFD)
 	readAttr := r.readAttr
 	write := func(name string, size int) string {
 		p := filepath.Join(dir, name)
