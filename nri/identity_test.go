@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/nri"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
@@ -78,7 +78,7 @@ func newIdentityRig(t *testing.T, cards map[string][]drm.DeviceNode, host *fakeH
 	t.Helper()
 	r := &identityRig{host: host, cards: cards}
 	var err error
-	r.kubelet, err = podresourcestest.Start(filepath.Join(shortTempDir(t), "k.sock"))
+	r.kubelet, err = podresourcestest.Start(filepath.Join(kubelettest.ShortDir(t), "k.sock"))
 	require.NoError(t, err)
 	t.Cleanup(r.kubelet.Stop)
 	client := newClient(t, r.kubelet.Socket())
@@ -272,14 +272,6 @@ func discard() *logrus.Entry {
 	l := logrus.New()
 	l.SetOutput(io.Discard)
 	return logrus.NewEntry(l)
-}
-
-// shortTempDir is a temp dir short enough for unix socket paths.
-func shortTempDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "dc")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
 }
 
 func newClient(t *testing.T, sock string) *podresources.Client {

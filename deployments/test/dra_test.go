@@ -13,7 +13,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // draVariants are the DRA-mode renderings. They hold two DaemonSets (the
@@ -27,8 +26,7 @@ var draVariants = map[string]func() ([]byte, error){
 
 // draRendering is one DRA rendering's objects, by role.
 type draRendering struct {
-	raw                []byte
-	objs               []runtime.Object
+	rendered
 	devicePlugin, dra  *appsv1.DaemonSet
 	serviceAccount     *corev1.ServiceAccount
 	clusterRole        *rbacv1.ClusterRole
@@ -42,11 +40,17 @@ func renderDRA(t *testing.T) map[string]draRendering {
 	t.Helper()
 	out := map[string]draRendering{}
 	for name, render := range draVariants {
-		raw, err := render()
-		require.NoError(t, err, name)
-		objs, err := Decode(raw)
-		require.NoError(t, err, name)
-		r := draRendering{raw: raw, objs: objs, deviceClasses: map[string]*resourcev1.DeviceClass{}}
+		rendering := mustRender(t, name, render)
+		objs := rendering.objs
+		r := draRendering{
+			rendered:           rendering,
+			serviceAccount:     only[*corev1.ServiceAccount](t, objs, name+" ServiceAccount"),
+			clusterRole:        only[*rbacv1.ClusterRole](t, objs, name+" ClusterRole"),
+			clusterRoleBinding: only[*rbacv1.ClusterRoleBinding](t, objs, name+" ClusterRoleBinding"),
+			policy:             only[*admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, name+" ValidatingAdmissionPolicy"),
+			policyBinding:      only[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs, name+" ValidatingAdmissionPolicyBinding"),
+			deviceClasses:      map[string]*resourcev1.DeviceClass{},
+		}
 		for _, o := range objs {
 			switch o := o.(type) {
 			case *appsv1.DaemonSet:
@@ -57,27 +61,12 @@ func renderDRA(t *testing.T) map[string]draRendering {
 					require.Nil(t, r.devicePlugin, "%s: two device-plugin DaemonSets", name)
 					r.devicePlugin = o
 				}
-			case *corev1.ServiceAccount:
-				r.serviceAccount = o
-			case *rbacv1.ClusterRole:
-				r.clusterRole = o
-			case *rbacv1.ClusterRoleBinding:
-				r.clusterRoleBinding = o
-			case *admissionregistrationv1.ValidatingAdmissionPolicy:
-				r.policy = o
-			case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-				r.policyBinding = o
 			case *resourcev1.DeviceClass:
 				r.deviceClasses[o.Name] = o
 			}
 		}
-		for what, o := range map[string]any{
-			"device-plugin DaemonSet": r.devicePlugin, "DRA DaemonSet": r.dra, "ServiceAccount": r.serviceAccount,
-			"ClusterRole": r.clusterRole, "ClusterRoleBinding": r.clusterRoleBinding,
-			"ValidatingAdmissionPolicy": r.policy, "ValidatingAdmissionPolicyBinding": r.policyBinding,
-		} {
-			require.NotNil(t, o, "%s: no %s", name, what)
-		}
+		require.NotNil(t, r.devicePlugin, "%s: no device-plugin DaemonSet", name)
+		require.NotNil(t, r.dra, "%s: no DRA DaemonSet", name)
 		out[name] = r
 	}
 	return out
@@ -183,11 +172,7 @@ func TestDRADaemonSet(t *testing.T) {
 			checkHealth(t, nri, "nri-metrics", 9471)
 
 			// Exactly these host paths, each at the same path inside.
-			type mount struct {
-				readOnly bool
-				typ      corev1.HostPathType
-			}
-			want := map[string]map[string]mount{
+			want := map[string]map[string]hostMount{
 				"dra": {
 					"/dev/dri":                             {true, corev1.HostPathDirectoryOrCreate},
 					"/var/run/cdi":                         {false, corev1.HostPathDirectoryOrCreate},
@@ -201,26 +186,9 @@ func TestDRADaemonSet(t *testing.T) {
 					"/dev/dri":                       {true, corev1.HostPathDirectoryOrCreate},
 				},
 			}
-			hostPaths := map[string]corev1.HostPathVolumeSource{}
-			for _, v := range spec.Volumes {
-				if v.HostPath != nil {
-					hostPaths[v.Name] = *v.HostPath
-				} else {
-					require.NotNil(t, v.ConfigMap, "volume %s: only hostPath and configMap", v.Name)
-				}
-			}
+			mounts := hostMounts(t, spec)
 			for _, c := range spec.Containers {
-				got := map[string]mount{}
-				for _, m := range c.VolumeMounts {
-					hp, ok := hostPaths[m.Name]
-					if !ok {
-						require.True(t, m.ReadOnly, "%s: %s read-only", c.Name, m.MountPath)
-						continue
-					}
-					require.Equal(t, hp.Path, m.MountPath, "%s: %s at the same path", c.Name, hp.Path)
-					got[hp.Path] = mount{m.ReadOnly, *hp.Type}
-				}
-				require.Equal(t, want[c.Name], got, "%s host paths", c.Name)
+				require.Equal(t, want[c.Name], mounts[c.Name], "%s host paths", c.Name)
 			}
 		})
 	}

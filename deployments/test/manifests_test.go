@@ -152,40 +152,46 @@ type rendered struct {
 	objs []runtime.Object
 }
 
-func (r rendered) daemonSet(t *testing.T) *appsv1.DaemonSet {
+// mustRender renders one variant with render and decodes the stream.
+func mustRender(t *testing.T, name string, render func() ([]byte, error)) rendered {
 	t.Helper()
-	var found []*appsv1.DaemonSet
-	for _, o := range r.objs {
-		if ds, ok := o.(*appsv1.DaemonSet); ok {
-			found = append(found, ds)
+	raw, err := render()
+	require.NoError(t, err, name)
+	objs, err := Decode(raw)
+	require.NoError(t, err, name)
+	require.NotEmpty(t, objs, name)
+	return rendered{raw: raw, objs: objs}
+}
+
+// only returns the one object of type T in objs, and fails the test
+// unless there is exactly one; kind names T in the failure.
+func only[T runtime.Object](t *testing.T, objs []runtime.Object, kind string) T {
+	t.Helper()
+	var found []T
+	for _, o := range objs {
+		if o, ok := o.(T); ok {
+			found = append(found, o)
 		}
 	}
-	require.Len(t, found, 1, "exactly one DaemonSet")
+	require.Len(t, found, 1, "exactly one %s", kind)
 	return found[0]
+}
+
+func (r rendered) daemonSet(t *testing.T) *appsv1.DaemonSet {
+	t.Helper()
+	return only[*appsv1.DaemonSet](t, r.objs, "DaemonSet")
 }
 
 func (r rendered) configMap(t *testing.T) *corev1.ConfigMap {
 	t.Helper()
-	var found []*corev1.ConfigMap
-	for _, o := range r.objs {
-		if cm, ok := o.(*corev1.ConfigMap); ok {
-			found = append(found, cm)
-		}
-	}
-	require.Len(t, found, 1, "exactly one ConfigMap")
-	return found[0]
+	return only[*corev1.ConfigMap](t, r.objs, "ConfigMap")
 }
 
 func renderAll(t *testing.T) map[string]rendered {
 	t.Helper()
 	out := map[string]rendered{}
 	for name, v := range variants {
-		raw, err := v.render()
-		require.NoError(t, err, name)
-		objs, err := Decode(raw)
-		require.NoError(t, err, name)
-		require.NotEmpty(t, objs, name)
-		out[name] = rendered{raw: raw, objs: objs}
+		out[name] = mustRender(t, name, v.render)
 	}
 	return out
 }
@@ -449,22 +455,7 @@ func TestSecurityContext(t *testing.T) {
 			require.Empty(t, psc.SupplementalGroups)
 			require.Empty(t, psc.Sysctls)
 
-			hostPaths := map[string]corev1.HostPathVolumeSource{}
-			for _, vol := range spec.Volumes {
-				switch {
-				case vol.HostPath != nil:
-					hostPaths[vol.Name] = *vol.HostPath
-				case vol.ConfigMap != nil:
-				default:
-					t.Fatalf("volume %q: only hostPath and configMap volumes are expected", vol.Name)
-				}
-			}
-
-			type mount struct {
-				readOnly bool
-				typ      corev1.HostPathType
-			}
-			wantMounts := map[string]map[string]mount{
+			wantMounts := map[string]map[string]hostMount{
 				"agent": {
 					"/dev/dri":              {true, corev1.HostPathDirectoryOrCreate},
 					v.paths.cdiDir:          {false, corev1.HostPathDirectoryOrCreate},
@@ -480,36 +471,66 @@ func TestSecurityContext(t *testing.T) {
 				},
 			}
 			if v.kfd {
-				wantMounts["agent"]["/dev/kfd"] = mount{true, corev1.HostPathCharDev}
-				wantMounts["nri"]["/dev/kfd"] = mount{true, corev1.HostPathCharDev}
+				wantMounts["agent"]["/dev/kfd"] = hostMount{true, corev1.HostPathCharDev}
+				wantMounts["nri"]["/dev/kfd"] = hostMount{true, corev1.HostPathCharDev}
 			}
-			used := map[string]bool{}
+			mounts := hostMounts(t, spec)
 			for _, c := range spec.Containers {
 				requireContainerUnprivileged(t, c)
-
-				got := map[string]mount{}
-				for _, m := range c.VolumeMounts {
-					used[m.Name] = true
-					hp, ok := hostPaths[m.Name]
-					if !ok {
-						require.True(t, m.ReadOnly, "%s: non-hostPath mount %s must be read-only", c.Name, m.MountPath)
-						continue
-					}
-					require.Equal(t, hp.Path, m.MountPath, "%s: host path %s is mounted at the same path", c.Name, hp.Path)
-					require.Empty(t, m.SubPath, c.Name)
-					require.Empty(t, m.SubPathExpr, c.Name)
-					require.True(t, m.MountPropagation == nil || *m.MountPropagation == corev1.MountPropagationNone,
-						"%s: %s must not propagate mounts", c.Name, m.MountPath)
-					require.NotContains(t, got, hp.Path, "%s mounts %s twice", c.Name, hp.Path)
-					got[hp.Path] = mount{m.ReadOnly, *hp.Type}
-				}
-				require.Equal(t, wantMounts[c.Name], got, "%s host paths", c.Name)
-			}
-			for name := range hostPaths {
-				require.True(t, used[name], "hostPath volume %q is mounted by no container", name)
+				require.Equal(t, wantMounts[c.Name], mounts[c.Name], "%s host paths", c.Name)
 			}
 		})
 	}
+}
+
+// hostMount is how a container mounts a hostPath volume.
+type hostMount struct {
+	readOnly bool
+	typ      corev1.HostPathType
+}
+
+// hostMounts returns each container's hostPath mounts by host path. It
+// fails the test unless every volume is a hostPath or a ConfigMap, every
+// hostPath volume is mounted by some container, and each container
+// mounts a host path once, at the same path inside, without subPath or
+// mount propagation, and every other volume read-only.
+func hostMounts(t *testing.T, spec corev1.PodSpec) map[string]map[string]hostMount {
+	t.Helper()
+	hostPaths := map[string]corev1.HostPathVolumeSource{}
+	for _, vol := range spec.Volumes {
+		switch {
+		case vol.HostPath != nil:
+			hostPaths[vol.Name] = *vol.HostPath
+		case vol.ConfigMap != nil:
+		default:
+			t.Fatalf("volume %q: only hostPath and configMap volumes are expected", vol.Name)
+		}
+	}
+	used := map[string]bool{}
+	mounts := map[string]map[string]hostMount{}
+	for _, c := range spec.Containers {
+		got := map[string]hostMount{}
+		for _, m := range c.VolumeMounts {
+			used[m.Name] = true
+			hp, ok := hostPaths[m.Name]
+			if !ok {
+				require.True(t, m.ReadOnly, "%s: non-hostPath mount %s must be read-only", c.Name, m.MountPath)
+				continue
+			}
+			require.Equal(t, hp.Path, m.MountPath, "%s: host path %s is mounted at the same path", c.Name, hp.Path)
+			require.Empty(t, m.SubPath, c.Name)
+			require.Empty(t, m.SubPathExpr, c.Name)
+			require.True(t, m.MountPropagation == nil || *m.MountPropagation == corev1.MountPropagationNone,
+				"%s: %s must not propagate mounts", c.Name, m.MountPath)
+			require.NotContains(t, got, hp.Path, "%s mounts %s twice", c.Name, hp.Path)
+			got[hp.Path] = hostMount{m.ReadOnly, *hp.Type}
+		}
+		mounts[c.Name] = got
+	}
+	for name := range hostPaths {
+		require.True(t, used[name], "hostPath volume %q is mounted by no container", name)
+	}
+	return mounts
 }
 
 // requireContainerUnprivileged checks one container: not privileged, no

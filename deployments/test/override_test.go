@@ -80,11 +80,8 @@ func TestImageOverrideAsDocumented(t *testing.T) {
 	kustomizeCLI(t, dir, create)
 	kustomizeCLI(t, dir, set)
 
-	raw, err := RenderKustomize(dir)
-	require.NoError(t, err)
-	objs, err := Decode(raw)
-	require.NoError(t, err)
-	spec := rendered{raw: raw, objs: objs}.daemonSet(t).Spec.Template.Spec
+	render := func() ([]byte, error) { return RenderKustomize(dir) }
+	spec := mustRender(t, dir, render).daemonSet(t).Spec.Template.Spec
 	require.NotEmpty(t, spec.Containers)
 	for _, c := range append(spec.InitContainers, spec.Containers...) {
 		require.Equal(t, mirror+"/dri-cdi:"+tag, c.Image, "container %s", c.Name)

@@ -79,11 +79,7 @@ func TestVersionsAgree(t *testing.T) {
 	require.Equal(t, v, latestChangelogVersion(t), "newest CHANGELOG.md entry")
 
 	for _, name := range []string{"kustomize-base", "helm-default"} {
-		raw, err := variants[name].render()
-		require.NoError(t, err)
-		objs, err := Decode(raw)
-		require.NoError(t, err)
-		ds := rendered{raw: raw, objs: objs}.daemonSet(t)
+		ds := mustRender(t, name, variants[name].render).daemonSet(t)
 		for _, c := range ds.Spec.Template.Spec.Containers {
 			require.Equal(t, imageRepository+":"+v, c.Image, "%s container %s", name, c.Name)
 		}

@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"syscall"
 	"time"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/e2e/harness"
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
@@ -37,11 +39,10 @@ func (b *bench) agentBinary() error {
 	if err != nil {
 		return err
 	}
-	kdir, err := os.MkdirTemp("", "dcb")
+	kdir, err := b.socketDir()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(kdir)
 	k, err := kubelettest.Start(kdir)
 	if err != nil {
 		return err
@@ -56,7 +57,7 @@ func (b *bench) agentBinary() error {
 		return err
 	}
 	b.track(agent)
-	defer agent.stop(10 * time.Second)
+	defer agent.Stop(syscall.SIGTERM, 10*time.Second)
 
 	resource := config.DefaultPoolResource(hotplugGPU.Driver)
 	// Mixed(16) cycles through four drivers: four resources, four cards each.
@@ -72,23 +73,21 @@ func (b *bench) agentBinary() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	rss, err := steadyRSS(agent.pid(), 2*time.Second, 500*time.Millisecond, 5)
+	rss, err := runningRSS(agent)
 	if err != nil {
 		return err
 	}
-	if !agent.running() {
-		return agent.exited()
-	}
-	return b.setRSS("agent_rss_mb", rss, "dri-cdi-agent (16 cards, 4 resources, metrics server on) after the Allocate and hotplug load; median of 5 samples 0.5 s apart, 2 s after the load")
+	return b.setRSS("agent_rss_mb", rss, "dri-cdi-agent (16 cards, 4 resources, metrics server on) after the Allocate and hotplug load")
 }
 
-// setRSS records a steady-state RSS key from its samples in MiB.
-func (b *bench) setRSS(key string, samples []float64, note string) error {
+// setRSS records a steady-state RSS key from its samples in MiB (of
+// steadyRSS); what says what was measured, and the note adds how.
+func (b *bench) setRSS(key string, samples []float64, what string) error {
 	sum, err := Summarize(samples)
 	if err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}
-	b.report.Set(key, Result{Value: sum.Median, Sample: &sum, Note: note})
+	b.report.Set(key, Result{Value: sum.Median, Sample: &sum, Note: what + "; " + rssMethod})
 	b.report.Params.Repetitions[key] = sum.N
 	logf("%s = %.3g MiB", key, sum.Median)
 	return nil
@@ -109,7 +108,7 @@ func deviceIDs(k *kubelettest.Kubelet, resource string) []string {
 
 // waitDevices polls the fake kubelet's view of a resource every 250 µs
 // until ok holds, and returns how long that took.
-func waitDevices(agent *process, k *kubelettest.Kubelet, resource string, timeout time.Duration, ok func([]string) bool) (time.Duration, error) {
+func waitDevices(agent *harness.Process, k *kubelettest.Kubelet, resource string, timeout time.Duration, ok func([]string) bool) (time.Duration, error) {
 	start := time.Now()
 	deadline := start.Add(timeout)
 	for {
@@ -117,8 +116,8 @@ func waitDevices(agent *process, k *kubelettest.Kubelet, resource string, timeou
 			return time.Since(start), nil
 		}
 		if time.Now().After(deadline) {
-			if !agent.running() {
-				return 0, agent.exited()
+			if !agent.Running() {
+				return 0, agent.Exited()
 			}
 			return 0, fmt.Errorf("resource %s: device list %v did not change as expected within %v", resource, deviceIDs(k, resource), timeout)
 		}
@@ -129,7 +128,7 @@ func waitDevices(agent *process, k *kubelettest.Kubelet, resource string, timeou
 // measureAllocate calls Allocate for one device, as the kubelet does at
 // pod admission, over the connection the fake kubelet dialed to the
 // agent's socket; the devices rotate.
-func (b *bench) measureAllocate(agent *process, k *kubelettest.Kubelet, resource string) error {
+func (b *bench) measureAllocate(agent *harness.Process, k *kubelettest.Kubelet, resource string) error {
 	e := k.Endpoint(resource)
 	if e == nil {
 		return fmt.Errorf("resource %s is not registered", resource)
@@ -182,7 +181,7 @@ func checkAllocate(resp *pluginapi.AllocateResponse, resource, id string) error 
 // fake kubelet's ListAndWatch stream lists it, then unplugs it and times
 // until it is gone. The clock starts before the tree is changed, so the
 // tree's own file work is included.
-func (b *bench) measureHotplug(agent *process, k *kubelettest.Kubelet, tree *drmtest.Tree, resource string) error {
+func (b *bench) measureHotplug(agent *harness.Process, k *kubelettest.Kubelet, tree *drmtest.Tree, resource string) error {
 	id := hotplugGPU.ID()
 	plug, unplug := make([]time.Duration, 0, b.cfg.hotplugReps), make([]time.Duration, 0, b.cfg.hotplugReps)
 	has := func(ids []string) bool { return slices.Contains(ids, id) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dri-cdi/dri-cdi/e2e/harness"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
 
 // Config is what one run measures and where.
@@ -97,7 +97,9 @@ type bench struct {
 
 	mu    sync.Mutex
 	suite *harness.Suite // set once, before the measurements
-	procs []*process
+	procs []*harness.Process
+	// socketDirs are the short directories of socketDir.
+	socketDirs []string
 	// scanWrite holds the scan_write_ms_<n> samples in ms, by card count.
 	scanWrite map[int][]float64
 	// interrupted is set by a signal; the run then writes nothing.
@@ -105,7 +107,7 @@ type bench struct {
 }
 
 // track remembers a started binary, so that an interrupted run stops it.
-func (b *bench) track(p *process) {
+func (b *bench) track(p *harness.Process) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.procs = append(b.procs, p)
@@ -115,11 +117,11 @@ func (b *bench) track(p *process) {
 // removes the run's directory. It may run twice (signal and return).
 func (b *bench) cleanup() {
 	b.mu.Lock()
-	procs, suite := b.procs, b.suite
-	b.procs = nil
+	procs, suite, socketDirs := b.procs, b.suite, b.socketDirs
+	b.procs, b.socketDirs = nil, nil
 	b.mu.Unlock()
 	for _, p := range procs {
-		p.stop(10 * time.Second)
+		p.Stop(syscall.SIGTERM, 10*time.Second)
 	}
 	if suite != nil {
 		if err := suite.Close(); err != nil {
@@ -129,28 +131,43 @@ func (b *bench) cleanup() {
 	if b.tmp != "" {
 		_ = os.RemoveAll(b.tmp)
 	}
+	for _, dir := range socketDirs {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// socketDir makes a directory for unix sockets in the system's temp dir,
+// because b.tmp can be too deep for a socket path (at most about 100
+// bytes). cleanup removes it with b.tmp, on every exit path.
+func (b *bench) socketDir() (string, error) {
+	dir, err := os.MkdirTemp("", "dcb")
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.socketDirs = append(b.socketDirs, dir)
+	return dir, nil
+}
+
+// startPodResources starts a fake kubelet PodResources server on a socket
+// in a socketDir.
+func (b *bench) startPodResources() (*podresourcestest.Server, error) {
+	dir, err := b.socketDir()
+	if err != nil {
+		return nil, err
+	}
+	return podresourcestest.Start(filepath.Join(dir, "kubelet.sock"))
 }
 
 // onSignal cleans up and exits with status 130 on SIGINT, SIGTERM or
 // SIGHUP, so an interrupted run leaves no process, mount or file behind.
 func (b *bench) onSignal() (stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-ch:
-			b.interrupted.Store(true)
-			logf("%v: cleaning up", sig)
-			b.cleanup()
-			os.Exit(130)
-		case <-done:
-		}
-	}()
-	return func() {
-		signal.Stop(ch)
-		close(done)
-	}
+	return harness.OnSignal(func(sig os.Signal) {
+		b.interrupted.Store(true)
+		logf("%v: cleaning up", sig)
+		b.cleanup()
+	})
 }
 
 // logf prints a progress line on stderr.

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -92,12 +90,7 @@ func (b *bench) newSuite(ctx context.Context) (*harness.Suite, error) {
 // remove pod sandboxes it did not create. dri-cdi-nri asks a fake
 // PodResources server in this process instead.
 func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
-	prDir, err := os.MkdirTemp("", "dcb")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(prDir)
-	kubelet, err := podresourcestest.Start(filepath.Join(prDir, "kubelet.sock"))
+	kubelet, err := b.startPodResources()
 	if err != nil {
 		return err
 	}
@@ -186,35 +179,24 @@ func (b *bench) containerPath(ctx context.Context, suite *harness.Suite) error {
 	if pid == 0 {
 		return errors.Join(append(errs, errors.New("dri-cdi-nri is not running after the container runs"))...)
 	}
-	rss, err := steadyRSS(pid, 2*time.Second, 500*time.Millisecond, 5)
+	rss, err := steadyRSS(pid)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	errs = append(errs, b.setRSS("nri_rss_mb", rss, fmt.Sprintf(
-		"dri-cdi-nri connected to containerd, specs of 16 cards loaded, after %d containers; median of 5 samples 0.5 s apart, 2 s after the load", r.created)))
+		"dri-cdi-nri connected to containerd, specs of 16 cards loaded, after %d containers", r.created)))
 	return errors.Join(errs...)
 }
 
 // setRatio records the ratio of the medians of two arms, with both arms'
 // samples in ms.
 func (b *bench) setRatio(key string, num, den *arm, note string) error {
-	a, err := Summarize(In(time.Millisecond, num.times))
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", key, num.name, err)
-	}
-	d, err := Summarize(In(time.Millisecond, den.times))
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", key, den.name, err)
-	}
-	ratio, err := Ratio(a, d)
-	if err != nil {
-		return fmt.Errorf("%s: %w", key, err)
-	}
 	na, nd := In(time.Millisecond, num.times), In(time.Millisecond, den.times)
-	lo, hi, err := RatioCI(na, nd, 0.95, 2000, rand.New(rand.NewPCG(1, 2)))
+	c, err := Compare(na, nd)
 	if err != nil {
-		return fmt.Errorf("%s: %w", key, err)
+		return fmt.Errorf("%s (%s over %s): %w", key, num.name, den.name, err)
 	}
+	a, d, ratio, lo, hi := c.Num, c.Den, c.Ratio, c.CI95[0], c.CI95[1]
 	b.report.Set(key, Result{Value: ratio, Unit: "ratio", Stat: "median ratio", Note: note,
 		Parts:   map[string]Summary{num.name + " (ms)": a, den.name + " (ms)": d},
 		CI95:    &[2]float64{round(lo, 4), round(hi, 4)},

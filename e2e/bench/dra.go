@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -46,11 +47,10 @@ func (b *bench) draBinary() error {
 	if err != nil {
 		return err
 	}
-	short, err := os.MkdirTemp("", "dcd")
+	short, err := b.socketDir()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(short)
 	reg, data := filepath.Join(short, "reg"), filepath.Join(short, "data")
 	for _, d := range []string{reg, data} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
@@ -75,13 +75,13 @@ func (b *bench) draBinary() error {
 		return err
 	}
 	b.track(plugin)
-	defer plugin.stop(10 * time.Second)
+	defer plugin.Stop(syscall.SIGTERM, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sock, err := dratest.WaitSocket(ctx, reg)
 	if err != nil {
-		if !plugin.running() {
-			return plugin.exited()
+		if !plugin.Running() {
+			return plugin.Exited()
 		}
 		return err
 	}
@@ -98,14 +98,11 @@ func (b *bench) draBinary() error {
 	if err := b.measurePrepare(p, api, cards); err != nil {
 		return fmt.Errorf("%w; last lines of dri-cdi-dra's log:\n%s", err, tail(filepath.Join(dir, "dra.log"), 20))
 	}
-	rss, err := steadyRSS(plugin.pid(), 2*time.Second, 500*time.Millisecond, 5)
+	rss, err := runningRSS(plugin)
 	if err != nil {
 		return err
 	}
-	if !plugin.running() {
-		return plugin.exited()
-	}
-	return b.setRSS("dra_rss_mb", rss, "dri-cdi-dra (16 cards, one ResourceSlice, metrics server on) after the prepare load; median of 5 samples 0.5 s apart, 2 s after the load")
+	return b.setRSS("dra_rss_mb", rss, "dri-cdi-dra (16 cards, one ResourceSlice, metrics server on) after the prepare load")
 }
 
 // measurePrepare prepares one claim for one card per call, as the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -24,14 +23,6 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
-
-// fixedAuthorizer answers every container with one allocation, in
-// process: the handler is measured without the kubelet round trip.
-type fixedAuthorizer map[string][]string
-
-func (f fixedAuthorizer) ContainerDevices(context.Context, string, string, string) (map[string][]string, error) {
-	return f, nil
-}
 
 // node16 is a fake tree with 16 mixed GPUs and their CDI specs, the node
 // the in-process measurements run against.
@@ -129,7 +120,7 @@ func (b *bench) measureHandler(n *node16) error {
 	}
 	p, err := nri.New(nri.Config{
 		Kind: cfg.Kind(), Resources: cfg, Devices: store, Log: log,
-		Authorizer: fixedAuthorizer{n.resource: {n.card.ID}},
+		Authorizer: podresourcestest.Fixed{n.resource: {n.card.ID}},
 	})
 	if err != nil {
 		return err
@@ -182,12 +173,7 @@ func (b *bench) measureHandler(n *node16) error {
 // kubelet PodResources server, on one kept-open connection, with the
 // plugin's default deadline.
 func (b *bench) measurePodResources(n *node16) error {
-	dir, err := os.MkdirTemp("", "dcb")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	srv, err := podresourcestest.Start(filepath.Join(dir, "kubelet.sock"))
+	srv, err := b.startPodResources()
 	if err != nil {
 		return err
 	}
@@ -307,22 +293,11 @@ func (b *bench) scanGrowth() error {
 	if len(s16) == 0 || len(s128) == 0 {
 		return errors.New("scan_write_growth_128: scan_write_ms_16 or scan_write_ms_128 missing")
 	}
-	a, err := Summarize(s128)
+	c, err := Compare(s128, s16)
 	if err != nil {
-		return err
+		return fmt.Errorf("scan_write_growth_128: %w", err)
 	}
-	d, err := Summarize(s16)
-	if err != nil {
-		return err
-	}
-	ratio, err := Ratio(a, d)
-	if err != nil {
-		return err
-	}
-	lo, hi, err := RatioCI(s128, s16, 0.95, 2000, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		return err
-	}
+	a, d, ratio, lo, hi := c.Num, c.Den, c.Ratio, c.CI95[0], c.CI95[1]
 	b.report.Set("scan_write_growth_128", Result{Value: ratio, Note: "scan_write_ms_128 / scan_write_ms_16: 8 cards for one is linear growth",
 		Parts: map[string]Summary{"scan_write_ms_128": a, "scan_write_ms_16": d}, CI95: &[2]float64{round(lo, 4), round(hi, 4)}})
 	b.report.Params.Repetitions["scan_write_growth_128"] = min(a.N, d.N)

@@ -4,87 +4,42 @@ import (
 	"debug/buildinfo"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/dri-cdi/dri-cdi/e2e/harness"
 )
 
-// process is a product binary started by the bench, in its own process
-// group, killed if the bench dies.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-func startProcess(name, logPath string, argv ...string) (*process, error) {
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// startProcess starts a product binary as a harness.Process and says so.
+func startProcess(name, logPath string, argv ...string) (*harness.Process, error) {
+	p, err := harness.StartProcess(name, logPath, argv...)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		lf.Close()
-		close(p.done)
-	}()
-	logf("%s started (pid %d): %s", name, cmd.Process.Pid, strings.Join(argv, " "))
+	logf("%s started (pid %d): %s", name, p.Pid(), strings.Join(argv, " "))
 	return p, nil
 }
 
-func (p *process) pid() int { return p.cmd.Process.Pid }
+// How every *_rss_mb key is sampled: rssSettle after the load, then
+// rssSamples samples rssInterval apart; the key is their median.
+const (
+	rssSettle   = 2 * time.Second
+	rssInterval = 500 * time.Millisecond
+	rssSamples  = 5
+)
 
-func (p *process) running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+// rssMethod says in a report note how the RSS was sampled.
+var rssMethod = fmt.Sprintf("median of %d samples %g s apart, %g s after the load", rssSamples, rssInterval.Seconds(), rssSettle.Seconds())
 
-// exited describes how the process ended, with the tail of its log.
-func (p *process) exited() error {
-	data, _ := os.ReadFile(p.log)
-	if len(data) > 2000 {
-		data = data[len(data)-2000:]
-	}
-	return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, data)
-}
-
-// stop sends SIGTERM to the process group and kills it after grace.
-func (p *process) stop(grace time.Duration) {
-	if p == nil || !p.running() {
-		return
-	}
-	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// steadyRSS waits settle, then samples the VmRSS of a process n times,
-// interval apart, and returns the samples in MiB.
-func steadyRSS(pid int, settle, interval time.Duration, n int) ([]float64, error) {
-	time.Sleep(settle)
-	out := make([]float64, 0, n)
-	for i := range n {
+// steadyRSS waits rssSettle, then samples the VmRSS of a process
+// rssSamples times, rssInterval apart, and returns the samples in MiB.
+func steadyRSS(pid int) ([]float64, error) {
+	time.Sleep(rssSettle)
+	out := make([]float64, 0, rssSamples)
+	for i := range rssSamples {
 		if i > 0 {
-			time.Sleep(interval)
+			time.Sleep(rssInterval)
 		}
 		mb, err := RSSMB(pid)
 		if err != nil {
@@ -93,6 +48,19 @@ func steadyRSS(pid int, settle, interval time.Duration, n int) ([]float64, error
 		out = append(out, mb)
 	}
 	return out, nil
+}
+
+// runningRSS is steadyRSS of p, and p's exit error if it is no longer
+// running after the samples.
+func runningRSS(p *harness.Process) ([]float64, error) {
+	rss, err := steadyRSS(p.Pid())
+	if err != nil {
+		return nil, err
+	}
+	if !p.Running() {
+		return nil, p.Exited()
+	}
+	return rss, nil
 }
 
 // recordBinaries notes the size and build tags of the product binaries

@@ -122,3 +122,31 @@ func RatioCI(a, b []float64, level float64, resamples int, rng *rand.Rand) (lo, 
 	tail := (1 - level) / 2 * 100
 	return Percentile(ratios, tail), Percentile(ratios, 100-tail), nil
 }
+
+// Comparison is how a sample compares with a reference sample: both
+// summaries, the ratio of their medians and its 95% bootstrap interval.
+type Comparison struct {
+	Num, Den Summary
+	Ratio    float64
+	CI95     [2]float64
+}
+
+// Compare compares num with the reference den, as every ratio key of
+// the report does: Ratio of the summaries and RatioCI at 0.95 over 2000
+// resamples, with a fixed seed so that the same samples give the same
+// interval.
+func Compare(num, den []float64) (Comparison, error) {
+	var c Comparison
+	var err error
+	if c.Num, err = Summarize(num); err != nil {
+		return c, fmt.Errorf("sample: %w", err)
+	}
+	if c.Den, err = Summarize(den); err != nil {
+		return c, fmt.Errorf("reference: %w", err)
+	}
+	if c.Ratio, err = Ratio(c.Num, c.Den); err != nil {
+		return c, err
+	}
+	c.CI95[0], c.CI95[1], err = RatioCI(num, den, 0.95, 2000, rand.New(rand.NewPCG(1, 2)))
+	return c, err
+}

@@ -188,3 +188,34 @@ func TestRatioCI(t *testing.T) {
 		})
 	}
 }
+
+func TestCompare(t *testing.T) {
+	num, den := []float64{2, 4, 6, 8, 10}, []float64{1, 2, 3, 4, 5}
+	c, err := Compare(num, den)
+	require.NoError(t, err)
+	a, err := Summarize(num)
+	require.NoError(t, err)
+	d, err := Summarize(den)
+	require.NoError(t, err)
+	lo, hi, err := RatioCI(num, den, 0.95, 2000, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	require.Equal(t, Comparison{Num: a, Den: d, Ratio: 2, CI95: [2]float64{lo, hi}}, c)
+	again, err := Compare(num, den)
+	require.NoError(t, err)
+	require.Equal(t, c, again, "the same samples give the same interval")
+
+	for name, tc := range map[string]struct {
+		num, den []float64
+		err      string
+	}{
+		"no sample":       {nil, den, "sample: no samples"},
+		"no reference":    {num, nil, "reference: no samples"},
+		"zero reference":  {num, []float64{0, 0}, "median of the reference sample is 0"},
+		"bootstrap fails": {num, []float64{-1, 1, 2}, "bootstrap: a resampled reference median"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Compare(tc.num, tc.den)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+}

@@ -107,7 +107,7 @@ type Cluster struct {
 	suite *Suite
 	log   Logger
 
-	etcd, apiServer, controllerManager, scheduler *proc
+	etcd, apiServer, controllerManager, scheduler *Process
 	cniCacheExisted, cniResultsExisted            bool
 	state                                         *nodeState
 
@@ -179,16 +179,7 @@ func (s *Suite) StartCluster(ctx context.Context, log Logger, opts ClusterOption
 		return c, fmt.Errorf("cluster PKI: %w", err)
 	}
 	c.Kubeconfig = c.PKI.Kubeconfigs["admin"]
-	if err := c.startEtcd(ctx); err != nil {
-		return c, err
-	}
-	if err := c.startAPIServer(ctx); err != nil {
-		return c, err
-	}
-	if err := c.startControllerManager(ctx); err != nil {
-		return c, err
-	}
-	if err := c.startScheduler(ctx); err != nil {
+	if err := startInOrder(ctx, c.startEtcd, c.startAPIServer, c.startControllerManager, c.startScheduler); err != nil {
 		return c, err
 	}
 	log.Logf("control plane up in %s", time.Since(start).Round(100*time.Millisecond))
@@ -256,22 +247,22 @@ func clusterPreflight() error {
 func (c *Cluster) logDir() string             { return filepath.Join(c.Dir, "logs") }
 func (c *Cluster) pidDir() string             { return filepath.Join(c.Dir, "pids") }
 func (c *Cluster) logPath(name string) string { return filepath.Join(c.logDir(), name+".log") }
-func (c *Cluster) start(name string, argv ...string) (*proc, error) {
+func (c *Cluster) start(name string, argv ...string) (*Process, error) {
 	p, err := startProc(name, c.logPath(name), c.pidDir(), nil, argv...)
 	if err == nil {
-		c.log.Logf("%s started (pid %d)", name, p.cmd.Process.Pid)
+		c.log.Logf("%s started (pid %d)", name, p.Pid())
 	}
 	return p, err
 }
 
-// waitHTTPS polls a control-plane component's /healthz (or /readyz), which
+// waitHealthy polls a control-plane component's /healthz (or /readyz), which
 // answer anonymous requests.
-func (c *Cluster) waitHealthy(ctx context.Context, p *proc, url string, timeout time.Duration) error {
+func (c *Cluster) waitHealthy(ctx context.Context, p *Process, url string, timeout time.Duration) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		// Loopback only; the components' serving certs are self-signed.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
 	}}
-	err := p.waitReady(ctx, timeout, func() bool {
+	return p.waitReady(ctx, p.name, timeout, func() bool {
 		resp, err := client.Get(url)
 		if err != nil {
 			return false
@@ -279,10 +270,6 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *proc, url string, timeout 
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	if err != nil {
-		return fmt.Errorf("wait for %s: %w", p.name, err)
-	}
-	return nil
 }
 
 func (c *Cluster) startEtcd(ctx context.Context) (err error) {
@@ -448,9 +435,9 @@ func (c *Cluster) Close() error {
 func (c *Cluster) teardown() error {
 	start := time.Now()
 	var errs []error
-	c.controllerManager.stop(syscall.SIGTERM, 10*time.Second)
-	c.scheduler.stop(syscall.SIGTERM, 10*time.Second)
-	if c.Node != nil && c.apiServer != nil && c.apiServer.running() {
+	c.controllerManager.Stop(syscall.SIGTERM, 10*time.Second)
+	c.scheduler.Stop(syscall.SIGTERM, 10*time.Second)
+	if c.Node != nil && c.apiServer != nil && c.apiServer.Running() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		_, _ = c.Kubectl(ctx, "delete", "pods", "--all", "--all-namespaces", "--force", "--grace-period=0", "--wait=false")
 		_ = poll(ctx, 45*time.Second, func() (bool, error) {
@@ -462,8 +449,8 @@ func (c *Cluster) teardown() error {
 	if c.Node != nil {
 		errs = append(errs, c.Node.Close())
 	}
-	c.apiServer.stop(syscall.SIGTERM, 20*time.Second)
-	c.etcd.stop(syscall.SIGTERM, 20*time.Second)
+	c.apiServer.Stop(syscall.SIGTERM, 20*time.Second)
+	c.etcd.Stop(syscall.SIGTERM, 20*time.Second)
 	if err := deleteBridge(); err != nil {
 		errs = append(errs, err)
 	}

@@ -81,33 +81,19 @@ func (n *Node) runtimeConfig() string {
 // version 2, the CRI plugin as "io.containerd.grpc.v1.cri", the sandbox
 // image as sandbox_image, CNI's bin_dir, and NRI switched on (1.7 has it
 // off). CDI stays off, as 1.7 ships it: dri-cdi runs there in nri mode.
-// The runc wrapper, runc root and cgroupfs settings are those of the
-// version 3 config.
+// The NRI socket and plugin dirs, the runc wrapper, runc root and
+// cgroupfs settings are those of the version 3 config.
 func (n *Node) containerdConfigV2() string {
-	runc := n.runcBinary()
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
-	return n.containerdConfigHead(2) + `
-[plugins."io.containerd.nri.v1.nri"]
-  disable = false
-  socket_path = ` + q(n.NRISocket) + `
-  plugin_path = ` + q(filepath.Join(n.Dir, "nri", "plugins")) + `
-  plugin_config_path = ` + q(filepath.Join(n.Dir, "nri", "conf.d")) + `
-
-[plugins."io.containerd.grpc.v1.cri"]
+	const cri = `plugins."io.containerd.grpc.v1.cri"`
+	return n.containerdConfigHead(2) + n.containerdNRI() + `
+[` + cri + `]
   sandbox_image = ` + q(PauseImage) + `
   enable_cdi = false
   cdi_spec_dirs = [` + q(n.RuntimeCDIDir) + `]
-  [plugins."io.containerd.grpc.v1.cri".containerd]
+  [` + cri + `.containerd]
     snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      runtime_path = ` + q(n.bins().Shim) + `
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = ` + q(runc) + `
-        Root = ` + q(filepath.Join(n.runDir, "runc")) + `
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
+` + n.containerdRunc(cri) + `  [` + cri + `.cni]
     bin_dir = ` + q(filepath.Join(n.Dir, "cni", "bin")) + `
     conf_dir = ` + q(filepath.Join(n.Dir, "cni", "net.d")) + `
 `
@@ -145,16 +131,39 @@ state = ` + q(filepath.Join(n.Dir, "containerd", "state")) + `
 `
 }
 
-func (n *Node) containerdConfig() string {
-	runc := n.runcBinary()
+// containerdNRI is the NRI plugin's section, switched on with the node's
+// socket and plugin dirs, as both config versions spell it.
+func (n *Node) containerdNRI() string {
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
-	return n.containerdConfigHead(3) + `
+	return `
 [plugins."io.containerd.nri.v1.nri"]
   disable = false
   socket_path = ` + q(n.NRISocket) + `
   plugin_path = ` + q(filepath.Join(n.Dir, "nri", "plugins")) + `
   plugin_config_path = ` + q(filepath.Join(n.Dir, "nri", "conf.d")) + `
-  plugin_registration_timeout = "5s"
+`
+}
+
+// containerdRunc is the default runtime's part of the CRI plugin's
+// containerd table, under cri (the plugin's name in the config version):
+// the node's shim and runc binary, runc's private root and cgroupfs.
+func (n *Node) containerdRunc(cri string) string {
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	return `    default_runtime_name = "runc"
+    [` + cri + `.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      runtime_path = ` + q(n.bins().Shim) + `
+      [` + cri + `.containerd.runtimes.runc.options]
+        BinaryName = ` + q(n.runcBinary()) + `
+        Root = ` + q(filepath.Join(n.runDir, "runc")) + `
+        SystemdCgroup = false
+`
+}
+
+func (n *Node) containerdConfig() string {
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	const runtime = `plugins."io.containerd.cri.v1.runtime"`
+	return n.containerdConfigHead(3) + n.containerdNRI() + `  plugin_registration_timeout = "5s"
   plugin_request_timeout = "2s"
 
 [plugins."io.containerd.cri.v1.images"]
@@ -162,20 +171,12 @@ func (n *Node) containerdConfig() string {
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = ` + q(PauseImage) + `
 
-[plugins."io.containerd.cri.v1.runtime"]
+[` + runtime + `]
   cdi_spec_dirs = [` + q(n.RuntimeCDIDir) + `]
   # Pod network namespaces under the node's state dir, not /var/run/netns.
   netns_mounts_under_state_dir = true
-  [plugins."io.containerd.cri.v1.runtime".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      runtime_path = ` + q(n.bins().Shim) + `
-      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
-        BinaryName = ` + q(runc) + `
-        Root = ` + q(filepath.Join(n.runDir, "runc")) + `
-        SystemdCgroup = false
-  [plugins."io.containerd.cri.v1.runtime".cni]
+  [` + runtime + `.containerd]
+` + n.containerdRunc(runtime) + `  [` + runtime + `.cni]
     bin_dirs = [` + q(filepath.Join(n.Dir, "cni", "bin")) + `]
     conf_dir = ` + q(filepath.Join(n.Dir, "cni", "net.d")) + `
 `
@@ -207,20 +208,16 @@ func (n *Node) StartContainerd(ctx context.Context) error {
 		return err
 	}
 	n.containerd = p
-	n.log.Logf("containerd %s started (pid %d)", n.containerdVersion(ctx), p.cmd.Process.Pid)
-	err = p.waitReady(ctx, 60*time.Second, func() bool {
+	n.log.Logf("containerd %s started (pid %d)", n.containerdVersion(ctx), p.Pid())
+	return p.waitReady(ctx, "containerd", 60*time.Second, func() bool {
 		_, err := n.Ctr(ctx, "version")
 		return err == nil
 	})
-	if err != nil {
-		return fmt.Errorf("wait for containerd: %w", err)
-	}
-	return nil
 }
 
 // StopContainerd stops containerd; shims and containers keep running.
 func (n *Node) StopContainerd() {
-	n.containerd.stop(syscall.SIGTERM, 20*time.Second)
+	n.containerd.Stop(syscall.SIGTERM, 20*time.Second)
 }
 
 // RestartContainerd stops and starts containerd.

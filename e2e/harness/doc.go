@@ -26,7 +26,8 @@
 //     signals, where the tools and the product binaries are, cleanup of
 //     a crashed run).
 //   - node.go, proc.go: a node's lifecycle (StartNode, Close) and the host
-//     processes it runs, with the log and polling helpers.
+//     processes it runs (Process, which the bench uses for the binaries it
+//     measures), with the log and polling helpers.
 //   - containerd.go, kubelet.go: the runtime and the kubelet of a node,
 //     their configs and their start, stop and restart; reboot.go.
 //   - product.go, pids.go: the dri-cdi agent and NRI plugin as node processes;

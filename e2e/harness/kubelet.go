@@ -71,20 +71,16 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 		return err
 	}
 	n.kubelet = p
-	n.log.Logf("kubelet started (pid %d)", p.cmd.Process.Pid)
+	n.log.Logf("kubelet started (pid %d)", p.Pid())
 	healthz := fmt.Sprintf("http://127.0.0.1:%d/healthz", kubeletHealthzPort)
-	err = p.waitReady(ctx, 120*time.Second, func() bool {
+	return p.waitReady(ctx, "kubelet", 120*time.Second, func() bool {
 		return httpOK(ctx, healthz) && socketLive(reg) && socketLive(n.PodResourcesSocket)
 	})
-	if err != nil {
-		return fmt.Errorf("wait for kubelet: %w", err)
-	}
-	return nil
 }
 
 // StopKubelet stops the kubelet; its pods keep running.
 func (n *Node) StopKubelet() {
-	n.kubelet.stop(syscall.SIGTERM, 20*time.Second)
+	n.kubelet.Stop(syscall.SIGTERM, 20*time.Second)
 }
 
 // RestartKubelet stops and starts the kubelet.

@@ -88,10 +88,10 @@ type Node struct {
 
 	closeOnce  sync.Once
 	closeErr   error
-	containerd *proc
-	kubelet    *proc
-	agent      *proc
-	nri        *proc
+	containerd *Process
+	kubelet    *Process
+	agent      *Process
+	nri        *Process
 	delivery   string
 	runDir     string
 	cgroupRoot string
@@ -186,13 +186,7 @@ func (s *Suite) StartNode(ctx context.Context, log Logger, opts NodeOptions) (n 
 			return n, err
 		}
 	}
-	if err := n.StartContainerd(ctx); err != nil {
-		return n, err
-	}
-	if err := n.importImages(ctx); err != nil {
-		return n, err
-	}
-	if err := n.StartKubelet(ctx); err != nil {
+	if err := startInOrder(ctx, n.StartContainerd, n.importImages, n.StartKubelet); err != nil {
 		return n, err
 	}
 	if opts.NRI {
@@ -249,13 +243,13 @@ func (n *Node) teardown() error {
 		}
 	}
 	var errs []error
-	if n.containerd != nil && n.containerd.running() {
+	if n.containerd != nil && n.containerd.Running() {
 		step("removing pods", n.removeAllPods)
 	}
-	step("stopping dri-cdi-agent", func() { n.agent.stop(syscall.SIGTERM, 10*time.Second) })
-	step("stopping dri-cdi-nri", func() { n.nri.stop(syscall.SIGTERM, 10*time.Second) })
-	step("stopping the kubelet", func() { n.kubelet.stop(syscall.SIGTERM, 20*time.Second) })
-	step("stopping containerd", func() { n.containerd.stop(syscall.SIGTERM, 20*time.Second) })
+	step("stopping dri-cdi-agent", func() { n.agent.Stop(syscall.SIGTERM, 10*time.Second) })
+	step("stopping dri-cdi-nri", func() { n.nri.Stop(syscall.SIGTERM, 10*time.Second) })
+	step("stopping the kubelet", func() { n.kubelet.Stop(syscall.SIGTERM, 20*time.Second) })
+	step("stopping containerd", func() { n.containerd.Stop(syscall.SIGTERM, 20*time.Second) })
 	step("cleaning up", func() {
 		if err := cleanupState(n.state); err != nil {
 			errs = append(errs, err)
@@ -275,7 +269,7 @@ func (n *Node) removeAllPods() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if n.kubelet != nil && n.kubelet.running() && len(entries) > 0 {
+	if n.kubelet != nil && n.kubelet.Running() && len(entries) > 0 {
 		_ = poll(ctx, 20*time.Second, func() (bool, error) {
 			out, err := n.Crictl(ctx, "pods", "-q", "--state", "ready")
 			return err == nil && strings.TrimSpace(out) == "", nil

@@ -1,8 +1,7 @@
 package harness
 
 import (
-	"os/exec"
-	"path/filepath"
+	"context"
 	"strings"
 	"testing"
 )
@@ -12,21 +11,15 @@ import (
 // paths moved to the node's private ones, the kubelet's plugin dirs at
 // the same path inside.
 func TestDRAOverlayRenders(t *testing.T) {
-	kustomize := filepath.Join(envOr(EnvCache, DefaultCache), "bin", "kustomize")
-	if executable(kustomize) != nil {
-		t.Skip("kustomize not installed (make e2e-tools)")
-	}
-	c := &Cluster{Node: &Node{SysfsRoot: "/e2e/drm/sys", DevRoot: "/e2e/drm/dev", CDIDir: "/e2e/cdi", KubeletRoot: "/e2e/kubelet",
-		NRISocket: "/e2e/nri-run/nri.sock", PodResourcesSocket: "/e2e/kubelet/pod-resources/kubelet.sock"}}
+	c := overlayTestCluster(t)
 	d, err := c.WriteDRAOverlay(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(kustomize, "build", d).CombinedOutput()
+	s, err := c.Kustomize(context.Background(), d)
 	if err != nil {
-		t.Fatalf("kustomize build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	s := string(out)
 	i := strings.Index(s, "name: dri-cdi-dra\n  namespace: dri-cdi\nspec:")
 	if i < 0 {
 		t.Fatalf("no DRA DaemonSet in\n%s", s)

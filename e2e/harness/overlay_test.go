@@ -1,7 +1,7 @@
 package harness
 
 import (
-	"os/exec"
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,13 +10,8 @@ import (
 // TestOverlayRenders renders the e2e overlay with kustomize (when the
 // e2e tools are installed) and checks that only the host paths moved.
 func TestOverlayRenders(t *testing.T) {
-	kustomize := filepath.Join(envOr(EnvCache, DefaultCache), "bin", "kustomize")
-	if executable(kustomize) != nil {
-		t.Skip("kustomize not installed (make e2e-tools)")
-	}
+	c := overlayTestCluster(t)
 	dir := t.TempDir()
-	c := &Cluster{Node: &Node{SysfsRoot: "/e2e/drm/sys", DevRoot: "/e2e/drm/dev", CDIDir: "/e2e/cdi",
-		NRISocket: "/e2e/nri-run/nri.sock", PodResourcesSocket: "/e2e/kubelet/pod-resources/kubelet.sock"}}
 	for name, opts := range map[string]OverlayOptions{
 		"plain":   {},
 		"upgrade": {ImageTag: "v9", Config: "defaultPools: true\n"},
@@ -25,11 +20,10 @@ func TestOverlayRenders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(kustomize, "build", d).CombinedOutput()
+		s, err := c.Kustomize(context.Background(), d)
 		if err != nil {
-			t.Fatalf("%s: kustomize build: %v\n%s", name, err, out)
+			t.Fatalf("%s: %v", name, err)
 		}
-		s := string(out)
 		for _, want := range []string{"--sysfs-root=/e2e/drm/sys", "--dev-root=/e2e/drm/dev", "path: /e2e/drm/dev/dri", "mountPath: /e2e/drm/dev/dri",
 			"path: /e2e/cdi", "path: /e2e/nri-run", "path: /e2e/kubelet/pod-resources", "path: /var/lib/kubelet/device-plugins"} {
 			if !strings.Contains(s, want) {
@@ -43,4 +37,19 @@ func TestOverlayRenders(t *testing.T) {
 			t.Errorf("%s: config not replaced", name)
 		}
 	}
+}
+
+// overlayTestCluster is a cluster with only what the overlay writers and
+// Kustomize read: a node's private paths and the cached kustomize. It
+// skips the test when kustomize is not installed (make e2e-tools).
+func overlayTestCluster(t *testing.T) *Cluster {
+	t.Helper()
+	kustomize := filepath.Join(envOr(EnvCache, DefaultCache), "bin", "kustomize")
+	if executable(kustomize) != nil {
+		t.Skip("kustomize not installed (make e2e-tools)")
+	}
+	c := &Cluster{Dir: t.TempDir(), Node: &Node{SysfsRoot: "/e2e/drm/sys", DevRoot: "/e2e/drm/dev", CDIDir: "/e2e/cdi", KubeletRoot: "/e2e/kubelet",
+		NRISocket: "/e2e/nri-run/nri.sock", PodResourcesSocket: "/e2e/kubelet/pod-resources/kubelet.sock"}}
+	c.Tools.Kustomize = kustomize
+	return c
 }

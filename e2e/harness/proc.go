@@ -14,9 +14,22 @@ import (
 	"time"
 )
 
-// proc is a host process started by the harness, in its own process
-// group, with output appended to a log file.
-type proc struct {
+// startInOrder runs each start in turn, each after the one before it is
+// up, and stops at the first that fails: the components a node or a
+// control plane needs, in the order they depend on each other.
+func startInOrder(ctx context.Context, starts ...func(context.Context) error) error {
+	for _, start := range starts {
+		if err := start(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Process is a host process started by the harness or the bench, in its
+// own process group, with output appended to a log file, and SIGTERM'ed
+// when the process that started it dies.
+type Process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
@@ -25,7 +38,16 @@ type proc struct {
 	err     error
 }
 
-func startProc(name, logPath, pidDir string, env []string, argv ...string) (*proc, error) {
+// StartProcess starts argv as the process name, its output appended to
+// logPath.
+func StartProcess(name, logPath string, argv ...string) (*Process, error) {
+	return startProc(name, logPath, "", nil, argv...)
+}
+
+// startProc is StartProcess with env added to the harness's environment
+// and, when pidDir is set, a pid file there for the reaper of a later
+// run.
+func startProc(name, logPath, pidDir string, env []string, argv ...string) (*Process, error) {
 	if err := executable(argv[0]); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -45,7 +67,7 @@ func startProc(name, logPath, pidDir string, env []string, argv ...string) (*pro
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	if pidDir != "" {
 		p.pidFile = filepath.Join(pidDir, name+".pid")
 		if st, err := procStartTime(cmd.Process.Pid); err == nil {
@@ -60,20 +82,27 @@ func startProc(name, logPath, pidDir string, env []string, argv ...string) (*pro
 	return p, nil
 }
 
-// running reports whether the process has not exited yet.
 // waitReady polls ready until it holds; when the process exits first it
 // fails at once with the end of the process's log, instead of waiting out
-// the timeout.
-func (p *proc) waitReady(ctx context.Context, timeout time.Duration, ready func() bool) error {
-	return poll(ctx, timeout, func() (bool, error) {
-		if !p.running() {
-			return false, fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.tail(4000))
+// the timeout. Its error says "wait for <what>".
+func (p *Process) waitReady(ctx context.Context, what string, timeout time.Duration, ready func() bool) error {
+	err := poll(ctx, timeout, func() (bool, error) {
+		if !p.Running() {
+			return false, p.Exited()
 		}
 		return ready(), nil
 	})
+	if err != nil {
+		return fmt.Errorf("wait for %s: %w", what, err)
+	}
+	return nil
 }
 
-func (p *proc) running() bool {
+// Pid is the process's pid, also its process group's.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Running reports whether the process has not exited yet.
+func (p *Process) Running() bool {
 	select {
 	case <-p.done:
 		return false
@@ -82,17 +111,24 @@ func (p *proc) running() bool {
 	}
 }
 
-// stop sends sig to the process group, waits up to grace, then kills it.
-func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
+// Exited describes how the process ended, with the end of its log; it
+// is for after Running turned false.
+func (p *Process) Exited() error {
+	return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.tail(4000))
+}
+
+// Stop sends sig to the process group, waits up to grace, then kills it.
+// Stop of a nil Process (one never started) does nothing.
+func (p *Process) Stop(sig syscall.Signal, grace time.Duration) {
 	if p == nil {
 		return
 	}
-	if p.running() {
-		_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	if p.Running() {
+		_ = syscall.Kill(-p.Pid(), sig)
 		select {
 		case <-p.done:
 		case <-time.After(grace):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
 			<-p.done
 		}
 	}
@@ -102,7 +138,7 @@ func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
 }
 
 // tail returns the last n bytes of the process log.
-func (p *proc) tail(n int) string {
+func (p *Process) tail(n int) string {
 	return tailFile(p.logPath, n)
 }
 

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"syscall"
 	"time"
 
@@ -38,15 +37,15 @@ func (n *Node) StartAgent(ctx context.Context, delivery string) error {
 	}
 	n.agent = p
 	n.delivery = delivery
-	n.log.Logf("dri-cdi-agent started (pid %d, delivery %s)", p.cmd.Process.Pid, delivery)
+	n.log.Logf("dri-cdi-agent started (pid %d, delivery %s)", p.Pid(), delivery)
 	return nil
 }
 
 // StopAgent stops the agent with SIGTERM.
-func (n *Node) StopAgent() { n.agent.stop(syscall.SIGTERM, 10*time.Second) }
+func (n *Node) StopAgent() { n.agent.Stop(syscall.SIGTERM, 10*time.Second) }
 
 // KillAgent kills the agent with SIGKILL, as a crash would.
-func (n *Node) KillAgent() { n.agent.stop(syscall.SIGKILL, 10*time.Second) }
+func (n *Node) KillAgent() { n.agent.Stop(syscall.SIGKILL, 10*time.Second) }
 
 // RestartAgent stops the agent with SIGTERM and starts it again in the
 // same delivery mode.
@@ -56,7 +55,7 @@ func (n *Node) RestartAgent(ctx context.Context) error {
 }
 
 // AgentRunning reports whether the agent process is alive.
-func (n *Node) AgentRunning() bool { return n.agent != nil && n.agent.running() }
+func (n *Node) AgentRunning() bool { return n.agent != nil && n.agent.Running() }
 
 // StartNRI starts dri-cdi-nri against the node's containerd and kubelet.
 func (n *Node) StartNRI(ctx context.Context) error {
@@ -77,15 +76,11 @@ func (n *Node) StartNRI(ctx context.Context) error {
 		return err
 	}
 	n.nri = p
-	n.log.Logf("dri-cdi-nri started (pid %d)", p.cmd.Process.Pid)
+	n.log.Logf("dri-cdi-nri started (pid %d)", p.Pid())
 	// A pod created before the plugin connected would not see it.
-	err = p.waitReady(ctx, 30*time.Second, func() bool {
+	return p.waitReady(ctx, "dri-cdi-nri to connect to containerd", 30*time.Second, func() bool {
 		return n.CountLog("containerd", nriConnected...) > connected
 	})
-	if err != nil {
-		return fmt.Errorf("wait for dri-cdi-nri to connect to containerd: %w", err)
-	}
-	return nil
 }
 
 // nriConnected matches containerd's log line for our NRI plugin having
@@ -97,7 +92,7 @@ var nriConnected = []string{"dri-cdi", "connected and synchronized"}
 func (n *Node) NRIConnections() int { return n.CountLog("containerd", nriConnected...) }
 
 // StopNRI stops the NRI plugin.
-func (n *Node) StopNRI() { n.nri.stop(syscall.SIGTERM, 10*time.Second) }
+func (n *Node) StopNRI() { n.nri.Stop(syscall.SIGTERM, 10*time.Second) }
 
 // RestartNRI stops the NRI plugin and starts it again; it returns once
 // the plugin connected to containerd.
@@ -107,4 +102,4 @@ func (n *Node) RestartNRI(ctx context.Context) error {
 }
 
 // NRIRunning reports whether the NRI plugin process is alive.
-func (n *Node) NRIRunning() bool { return n.nri != nil && n.nri.running() }
+func (n *Node) NRIRunning() bool { return n.nri != nil && n.nri.Running() }

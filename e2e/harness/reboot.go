@@ -16,8 +16,8 @@ import (
 // the kubelet recreates them.
 func (n *Node) SimulateReboot(ctx context.Context) error {
 	n.log.Logf("simulating a reboot of node %s", filepath.Base(n.Dir))
-	n.kubelet.stop(syscall.SIGKILL, 10*time.Second)
-	n.containerd.stop(syscall.SIGKILL, 10*time.Second)
+	n.kubelet.Stop(syscall.SIGKILL, 10*time.Second)
+	n.containerd.Stop(syscall.SIGKILL, 10*time.Second)
 	if err := killNodeProcesses(n.state); err != nil {
 		return fmt.Errorf("reboot: %w", err)
 	}

@@ -150,16 +150,26 @@ func (s *Suite) close() error {
 // and exits with status 130, so an interrupted run leaves nothing behind.
 // The returned function removes the handler.
 func (s *Suite) InstallSignalHandler() (stop func()) {
+	return OnSignal(func(sig os.Signal) {
+		fmt.Fprintf(os.Stderr, "e2e: %v: tearing down\n", sig)
+		if err := s.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: teardown: %v\n", err)
+		}
+	})
+}
+
+// OnSignal runs teardown on the first SIGINT, SIGTERM or SIGHUP and then
+// exits with status 130, for a program that must not leave a node's
+// processes, mounts or files behind when it is interrupted. The returned
+// function removes the handler.
+func OnSignal(teardown func(os.Signal)) (stop func()) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	done := make(chan struct{})
 	go func() {
 		select {
 		case sig := <-ch:
-			fmt.Fprintf(os.Stderr, "e2e: %v: tearing down\n", sig)
-			if err := s.Close(); err != nil {
-				fmt.Fprintf(os.Stderr, "e2e: teardown: %v\n", err)
-			}
+			teardown(sig)
 			os.Exit(130)
 		case <-done:
 		}

@@ -21,16 +21,10 @@ const (
 	driCDIPods      = "app.kubernetes.io/component=node"
 )
 
-// startCluster starts a cluster for one test and tears it down when the
-// test ends, dumping every log first when the test failed.
+// startCluster starts a cluster for one test (startForTest).
 func startCluster(t *testing.T, opts harness.ClusterOptions) *harness.Cluster {
 	t.Helper()
-	c, err := suite.StartCluster(context.Background(), t, opts)
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	closeAtEnd(t, c)
-	return c
+	return startForTest(t, "cluster", suite.StartCluster, opts)
 }
 
 // kubectl runs kubectl and fails the test on error.

@@ -69,24 +69,24 @@ func watchdog(s *harness.Suite) {
 	})
 }
 
-// startNode starts a node for one test and tears it down when the test
-// ends, dumping the process logs first when the test failed.
+// startNode starts a node for one test (startForTest).
 func startNode(t *testing.T, opts harness.NodeOptions) *harness.Node {
 	t.Helper()
-	n, err := suite.StartNode(context.Background(), t, opts)
-	if err != nil {
-		t.Fatalf("start node: %v", err)
-	}
-	closeAtEnd(t, n)
-	return n
+	return startForTest(t, "node", suite.StartNode, opts)
 }
 
-// closeAtEnd tears a node or a cluster down when the test ends, dumping
-// its logs first when the test failed.
-func closeAtEnd(t *testing.T, c interface {
+// startForTest starts a node or a cluster (what) for one test, and fails
+// the test when it does not start. It tears it down when the test ends,
+// dumping its logs first when the test failed.
+func startForTest[O any, T interface {
 	DumpLogs()
 	Close() error
-}) {
+}](t *testing.T, what string, start func(context.Context, harness.Logger, O) (T, error), opts O) T {
+	t.Helper()
+	c, err := start(context.Background(), t, opts)
+	if err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.DumpLogs()
@@ -95,4 +95,5 @@ func closeAtEnd(t *testing.T, c interface {
 			t.Errorf("teardown: %v", err)
 		}
 	})
+	return c
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
+	"github.com/dri-cdi/dri-cdi/pkg/logging/loggingtest"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics/metricstest"
 )
 
@@ -27,10 +28,7 @@ const (
 )
 
 func testEntry(t testing.TB) *logrus.Entry {
-	l := logrus.New()
-	l.SetOutput(testWriter{t})
-	l.SetLevel(logrus.TraceLevel)
-	return logrus.NewEntry(l)
+	return loggingtest.New(t, logrus.TraceLevel)
 }
 
 func TestRunRejectsBadInputBeforeTouchingAnything(t *testing.T) {

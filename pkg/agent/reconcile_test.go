@@ -14,6 +14,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/logging/loggingtest"
 )
 
 // recorder notes every spec sync and pool update, in order.
@@ -93,18 +94,9 @@ func gpu(id, driver string, minor uint32) drm.Card {
 func newTestReconciler(t *testing.T, cfg *config.Config) (*Reconciler, *fakeHost, *recorder) {
 	host := &fakeHost{cards: map[string]drm.Card{}, sysfs: map[string]bool{}}
 	rec := &recorder{}
-	l := logrus.New()
-	l.SetOutput(testWriter{t})
-	r := NewReconciler(cfg, host, rec, rec, logrus.NewEntry(l), nil)
+	r := NewReconciler(cfg, host, rec, rec, loggingtest.New(t, logrus.InfoLevel), nil)
 	r.exists = func(p string) bool { return host.sysfs[p] }
 	return r, host, rec
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
-	return len(b), nil
 }
 
 func TestReconcileLifecycle(t *testing.T) {

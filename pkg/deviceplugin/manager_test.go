@@ -19,6 +19,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/logging/loggingtest"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
 
@@ -29,17 +30,7 @@ const (
 )
 
 func testLog(t testing.TB) *logrus.Entry {
-	l := logrus.New()
-	l.SetLevel(logrus.DebugLevel)
-	l.SetOutput(testWriter{t})
-	return logrus.NewEntry(l)
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(string(b))
-	return len(b), nil
+	return loggingtest.New(t, logrus.DebugLevel)
 }
 
 type env struct {

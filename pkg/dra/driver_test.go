@@ -22,8 +22,10 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/dra/dratest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/logging/loggingtest"
 )
 
 const node = "node-a"
@@ -38,16 +40,6 @@ func testPools() []config.Pool {
 	return config.Default().Assign([]drm.Card{
 		card("0000:00:02.0", "i915", 0), card("0000:01:00.0", "i915", 1), card("0000:03:00.0", "amdgpu", 2),
 	})
-}
-
-// shortDir is a fresh directory under /tmp: unix socket paths must stay
-// under 108 bytes, which t.TempDir() may exceed.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "dra")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
 }
 
 type env struct {
@@ -101,15 +93,8 @@ func (e *env) close() {
 }
 
 func testEntry(t *testing.T) *logrus.Entry {
-	log := logrus.New()
-	log.SetLevel(logrus.DebugLevel)
-	log.SetOutput(testWriter{t})
-	return logrus.NewEntry(log)
+	return loggingtest.New(t, logrus.DebugLevel)
 }
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
 
 // claim creates an allocated claim in the fake API server.
 func (e *env) claim(name string, uid types.UID, results ...resourceapi.DeviceRequestAllocationResult) *drapb.Claim {
@@ -164,7 +149,7 @@ func cdiIDs(r *drapb.NodePrepareResourceResponse) []string {
 // The helper publishes the node's one pool, named after the node, with
 // every card.
 func TestPublishesOneSliceForTheNode(t *testing.T) {
-	e := start(t, shortDir(t), shortDir(t), fakeClient(), "", testPools(), map[string]bool{"0000:03:00.0": true})
+	e := start(t, kubelettest.ShortDir(t), kubelettest.ShortDir(t), fakeClient(), "", testPools(), map[string]bool{"0000:03:00.0": true})
 	var slice resourceapi.ResourceSlice
 	require.Eventually(t, func() bool {
 		l, err := e.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
@@ -198,7 +183,7 @@ func TestPublishesOneSliceForTheNode(t *testing.T) {
 }
 
 func TestPrepareReturnsTheCardsCDINames(t *testing.T) {
-	e := start(t, shortDir(t), shortDir(t), fakeClient(), "", testPools(), nil)
+	e := start(t, kubelettest.ShortDir(t), kubelettest.ShortDir(t), fakeClient(), "", testPools(), nil)
 	one := e.claim("one", "uid-1", result("gpu", "pci-0000-01-00-0"))
 	two := e.claim("two", "uid-2", result("a", "pci-0000-00-02-0"), result("b", "pci-0000-03-00-0"))
 	got := e.prepare(one, two)
@@ -227,7 +212,7 @@ func TestPrepareReturnsTheCardsCDINames(t *testing.T) {
 
 func TestPrepareRefusesBadClaims(t *testing.T) {
 	pools := testPools()
-	e := start(t, shortDir(t), shortDir(t), fakeClient(), "", pools, map[string]bool{"0000:03:00.0": true})
+	e := start(t, kubelettest.ShortDir(t), kubelettest.ShortDir(t), fakeClient(), "", pools, map[string]bool{"0000:03:00.0": true})
 	require.Empty(t, e.prepare(e.claim("holder", "uid-h", result("gpu", "pci-0000-00-02-0")))["uid-h"].Error)
 
 	other := result("gpu", "pci-0000-01-00-0")
@@ -289,7 +274,7 @@ func TestPrepareRefusesBadClaims(t *testing.T) {
 // Prepared claims survive a restart: a repeated prepare gets the same
 // card, unprepare works, and a card that left meanwhile still unprepares.
 func TestCheckpointSurvivesRestart(t *testing.T) {
-	data, reg, client := shortDir(t), shortDir(t), fakeClient()
+	data, reg, client := kubelettest.ShortDir(t), kubelettest.ShortDir(t), fakeClient()
 	e := start(t, data, reg, client, "", testPools(), nil)
 	one := e.claim("one", "uid-1", result("gpu", "pci-0000-01-00-0"))
 	two := e.claim("two", "uid-2", result("gpu", "pci-0000-03-00-0"))
@@ -311,8 +296,8 @@ func TestCheckpointSurvivesRestart(t *testing.T) {
 // A corrupt checkpoint fails the calls with an error naming the file;
 // it is never taken for an empty one.
 func TestCorruptCheckpointIsAnError(t *testing.T) {
-	data := shortDir(t)
-	e := start(t, data, shortDir(t), fakeClient(), "", testPools(), nil)
+	data := kubelettest.ShortDir(t)
+	e := start(t, data, kubelettest.ShortDir(t), fakeClient(), "", testPools(), nil)
 	one := e.claim("one", "uid-1", result("gpu", "pci-0000-01-00-0"))
 	require.Empty(t, e.prepare(one)["uid-1"].Error)
 	path := filepath.Join(data, CheckpointFile)
@@ -337,7 +322,7 @@ func TestCorruptCheckpointIsAnError(t *testing.T) {
 // with its own registration socket; a claim prepared through one is
 // unprepared through the other.
 func TestRollingUpdateSharesState(t *testing.T) {
-	data, reg, client := shortDir(t), shortDir(t), fakeClient()
+	data, reg, client := kubelettest.ShortDir(t), kubelettest.ShortDir(t), fakeClient()
 	old := start(t, data, reg, client, "pod-old", testPools(), nil)
 	neu := start(t, data, reg, client, "pod-new", testPools(), nil, old.sock)
 	require.NotEqual(t, old.sock, neu.sock)
@@ -359,11 +344,9 @@ func TestRollingUpdateSharesState(t *testing.T) {
 // A kubelet that refuses the registration leaves the plugin unready with
 // the kubelet's reason.
 func TestRefusedRegistrationIsNotReady(t *testing.T) {
-	reg := shortDir(t)
-	log := logrus.New()
-	log.SetOutput(testWriter{t})
-	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, PluginDataDir: shortDir(t), RegistrarDir: reg,
-		KubeClient: fakeClient(), Log: logrus.NewEntry(log)})
+	reg := kubelettest.ShortDir(t)
+	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, PluginDataDir: kubelettest.ShortDir(t), RegistrarDir: reg,
+		KubeClient: fakeClient(), Log: loggingtest.New(t, logrus.InfoLevel)})
 	require.NoError(t, err)
 	require.NoError(t, d.Update(testPools(), nil))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/dra/dratest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics/metricstest"
@@ -42,7 +43,7 @@ func devicesOf(t *testing.T, e *env) map[string]resourceapi.Device {
 func TestRunFollowsTheNode(t *testing.T) {
 	drmtest.SkipUnlessRoot(t)
 	tree := drmtest.MustBuild(t, hybrid...)
-	cdiDir, data, reg, client := t.TempDir(), shortDir(t), shortDir(t), fakeClient()
+	cdiDir, data, reg, client := t.TempDir(), kubelettest.ShortDir(t), kubelettest.ShortDir(t), fakeClient()
 	addr := make(chan net.Addr, 1)
 	drivers := make(chan *Driver, 1)
 	log := testEntry(t)

@@ -2,29 +2,20 @@ package podresources_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
 
-// shortDir returns a temp dir short enough for unix socket paths.
-func shortDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "dc")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 func startFake(t testing.TB) *podresourcestest.Server {
 	t.Helper()
-	s, err := podresourcestest.Start(filepath.Join(shortDir(t), "kubelet.sock"))
+	s, err := podresourcestest.Start(filepath.Join(kubelettest.ShortDir(t), "kubelet.sock"))
 	require.NoError(t, err)
 	t.Cleanup(s.Stop)
 	s.SetPod("default", "gpu", map[string]podresourcestest.Container{
@@ -140,7 +131,7 @@ func TestSlowKubeletTimesOut(t *testing.T) {
 }
 
 func TestKubeletDownThenUp(t *testing.T) {
-	socket := filepath.Join(shortDir(t), "kubelet.sock")
+	socket := filepath.Join(kubelettest.ShortDir(t), "kubelet.sock")
 	c := newClient(t, socket)
 
 	_, err := c.ContainerDevices(context.Background(), "default", "gpu", "app")

@@ -115,23 +115,14 @@ func TestRunWritesMultiPlatformArchive(t *testing.T) {
 			t.Fatal(err)
 		}
 		files := map[string]string{}
-		tr := tar.NewReader(rc)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, _ := io.ReadAll(tr)
+		eachTarEntry(t, rc, func(h *tar.Header, data []byte) {
 			if h.Typeflag == tar.TypeReg {
 				if h.Mode != 0o755 || h.Uid != 0 {
 					t.Errorf("%s: mode %o uid %d", h.Name, h.Mode, h.Uid)
 				}
 				files[h.Name] = string(data)
 			}
-		}
+		})
 		rc.Close()
 		if files["usr/bin/dri-cdi-agent"] != d.Platform.Architecture+" dri-cdi-agent" || len(files) != 4 {
 			t.Errorf("%s: files %v", d.Platform.Architecture, files)
@@ -146,7 +137,28 @@ func untar(t *testing.T, archive, dir string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr := tar.NewReader(f)
+	eachTarEntry(t, f, func(h *tar.Header, data []byte) {
+		p := filepath.Join(dir, h.Name)
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// eachTarEntry calls fn with the header and the content of every entry
+// of the tar stream r, in order.
+func eachTarEntry(t *testing.T, r io.Reader, fn func(h *tar.Header, data []byte)) {
+	t.Helper()
+	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -155,19 +167,10 @@ func untar(t *testing.T, archive, dir string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(dir, h.Name)
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatalf("%s: %v", h.Name, err)
 		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(tr)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		fn(h, data)
 	}
 }
