@@ -297,10 +297,12 @@ func (r *resolver) readAttr(path string) (string, error) {
 }
 
 // openAttr opens name in dirfd for readAttr, retried when a signal
-// interrupts it.
+// interrupts it. A sysfs attribute is a regular file, never a symlink:
+// O_NOFOLLOW keeps a link in its place (a tampered or odd tree) from
+// making discovery read a file outside the sysfs root.
 func openAttr(dirfd int, name string) (int, error) {
 	for {
-		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 		if err != unix.EINTR {
 			return fd, err
 		}

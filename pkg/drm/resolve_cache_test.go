@@ -199,6 +199,17 @@ func testReadAttr(t *testing.T, kind string) {
 		require.ErrorIs(t, err, os.ErrNotExist)
 		require.ErrorContains(t, err, "open "+filepath.Join(dir, "missing"))
 	})
+	t.Run("symlink", func(t *testing.T) {
+		// An attribute is never a link; one in its place is not followed.
+		outside := filepath.Join(t.TempDir(), "secret")
+		require.NoError(t, os.WriteFile(outside, []byte("outside the root"), 0o444))
+		link := filepath.Join(dir, "vendor")
+		require.NoError(t, os.Symlink(outside, link))
+		got, err := readAttr(link)
+		require.ErrorIs(t, err, unix.ELOOP)
+		require.ErrorContains(t, err, "open "+link)
+		require.Empty(t, got)
+	})
 	t.Run("not regular", func(t *testing.T) {
 		fifo := filepath.Join(dir, "fifo")
 		require.NoError(t, unix.Mkfifo(fifo, 0o644))
