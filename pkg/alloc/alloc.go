@@ -93,7 +93,7 @@ func ValidCardID(s string) error {
 // that do not fit a 63-byte key name are shortened with a hash, so two
 // resources never share a key.
 func AnnotationKey(resource string) string {
-	name := strings.NewReplacer("/", "_").Replace(resource)
+	name := strings.ReplaceAll(resource, "/", "_")
 	full := "alloc." + name
 	if len(full) > maxKeyName || !keyNameOK(name) {
 		sum := sha256.Sum256([]byte(resource))
@@ -129,9 +129,16 @@ func keyNameOK(name string) bool {
 // Annotation returns the annotation key and value that record the device
 // IDs allocated to a container for one resource. IDs are sorted.
 func Annotation(resource string, deviceIDs []string) (key, value string) {
+	return AnnotationKey(resource), AnnotationValue(resource, deviceIDs)
+}
+
+// AnnotationValue returns the value of Annotation alone, for a caller
+// that computed the resource's key once (the device plugin's Allocate).
+// deviceIDs is not modified.
+func AnnotationValue(resource string, deviceIDs []string) string {
 	ids := append([]string(nil), deviceIDs...)
 	sort.Strings(ids)
-	return AnnotationKey(resource), resource + "=" + strings.Join(ids, ",")
+	return resource + "=" + strings.Join(ids, ",")
 }
 
 // Claim is what a container's annotations say it was allocated.

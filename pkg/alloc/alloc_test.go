@@ -73,6 +73,19 @@ func TestAnnotationRoundTrip(t *testing.T) {
 	}
 }
 
+// TestAnnotationValue: the value lists the IDs sorted, whatever order
+// the kubelet asked in, leaves the caller's slice alone, and is the value
+// Annotation gives.
+func TestAnnotationValue(t *testing.T) {
+	ids := []string{"0000:03:00.0", "0000:00:02.0::1", "0000:00:02.0"}
+	got := AnnotationValue("dri-cdi.dev/i915", ids)
+	require.Equal(t, "dri-cdi.dev/i915=0000:00:02.0,0000:00:02.0::1,0000:03:00.0", got)
+	require.Equal(t, []string{"0000:03:00.0", "0000:00:02.0::1", "0000:00:02.0"}, ids)
+	key, value := Annotation("dri-cdi.dev/i915", ids)
+	require.Equal(t, AnnotationKey("dri-cdi.dev/i915"), key)
+	require.Equal(t, got, value)
+}
+
 func TestLongKeysDoNotCollide(t *testing.T) {
 	a := AnnotationKey("example.com/" + strings.Repeat("x", 80) + "a")
 	b := AnnotationKey("example.com/" + strings.Repeat("x", 80) + "b")

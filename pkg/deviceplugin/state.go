@@ -70,10 +70,13 @@ type device struct {
 // state is an immutable snapshot of one resource's devices. The gRPC
 // handlers read it without locks.
 type state struct {
-	resource  string
-	allowSame bool
-	list      *pluginapi.ListAndWatchResponse
-	devices   map[string]*device
+	resource string
+	// annotationKey is alloc.AnnotationKey(resource), computed once per
+	// snapshot instead of on every Allocate.
+	annotationKey string
+	allowSame     bool
+	list          *pluginapi.ListAndWatchResponse
+	devices       map[string]*device
 	// changed is closed when a state with a different device list
 	// replaces this one.
 	changed chan struct{}
@@ -83,10 +86,11 @@ type state struct {
 // are advertised Unhealthy.
 func buildState(pool config.Pool, unhealthy map[string]bool, delivery Delivery, name NameFunc) *state {
 	st := &state{
-		resource:  pool.Resource,
-		allowSame: pool.AllowSameCardReplicas,
-		list:      &pluginapi.ListAndWatchResponse{Devices: []*pluginapi.Device{}},
-		devices:   map[string]*device{},
+		resource:      pool.Resource,
+		annotationKey: alloc.AnnotationKey(pool.Resource),
+		allowSame:     pool.AllowSameCardReplicas,
+		list:          &pluginapi.ListAndWatchResponse{Devices: []*pluginapi.Device{}},
+		devices:       map[string]*device{},
 	}
 	replicas := max(pool.Replicas, 1)
 	for i := range pool.Cards {
@@ -213,8 +217,7 @@ func (st *state) allocate(ids []string, delivery Delivery) (*pluginapi.Container
 		}
 		return 1
 	})
-	key, value := alloc.Annotation(st.resource, ids)
-	resp := &pluginapi.ContainerAllocateResponse{Annotations: map[string]string{key: value}}
+	resp := &pluginapi.ContainerAllocateResponse{Annotations: map[string]string{st.annotationKey: alloc.AnnotationValue(st.resource, ids)}}
 	switch delivery {
 	case DeliveryCDICRI:
 		for _, c := range cards {

@@ -3,7 +3,6 @@ package drm
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,11 +49,15 @@ func Discover(roots Roots) (*Inventory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read DRM class %s: %w", classDir, err)
 	}
-	sysReal, err := filepath.EvalSymlinks(sys)
+	// The pass's resolver resolves the root too: every path discovery
+	// resolves starts with it.
+	res := newResolverAt()
+	defer res.close()
+	sysReal, err := res.resolve(sys)
 	if err != nil {
 		return nil, fmt.Errorf("resolve sysfs root %s: %w", sys, err)
 	}
-	d := &discovery{sys: sys, sysReal: sysReal, dev: dev, res: newResolver()}
+	d := &discovery{sys: sys, sysReal: sysReal, dev: dev, res: res}
 	return d.run(classDir, dirents), nil
 }
 
@@ -109,7 +112,7 @@ func (d *discovery) run(classDir string, dirents []fs.DirEntry) *Inventory {
 		if kind == kindOther {
 			continue
 		}
-		e := &entry{name: de.Name(), kind: kind, class: filepath.Join(classDir, de.Name())}
+		e := &entry{name: de.Name(), kind: kind, class: joinPath(classDir, de.Name())}
 		d.probe(e)
 		if e.parent == "" {
 			d.skip(e, e.err)
@@ -178,7 +181,8 @@ func (d *discovery) probe(e *entry) {
 		e.err = err
 		return
 	}
-	parent, err := d.resolve(filepath.Join(dir, "device"))
+	// dir is resolved and clean: joining needs no filepath.Clean.
+	parent, err := d.resolve(joinPath(dir, "device"))
 	if err != nil {
 		if p, herr := d.resolve(filepath.Dir(filepath.Dir(dir))); herr == nil {
 			e.parent = p
@@ -187,14 +191,14 @@ func (d *discovery) probe(e *entry) {
 		return
 	}
 	e.parent = parent
-	raw, err := readAttr(filepath.Join(dir, "dev"))
+	raw, err := d.res.readAttr(joinPath(dir, "dev"))
 	if err != nil {
 		e.err = err
 		return
 	}
 	e.major, e.minor, err = ParseDev(raw)
 	if err != nil {
-		e.err = fmt.Errorf("%s: %w", filepath.Join(dir, "dev"), err)
+		e.err = fmt.Errorf("%s: %w", joinPath(dir, "dev"), err)
 	}
 }
 
@@ -209,6 +213,19 @@ func (d *discovery) resolve(path string) (string, error) {
 		return "", fmt.Errorf("resolve %s: %w %s: %s", path, ErrOutsideRoot, d.sys, r)
 	}
 	return r, nil
+}
+
+// underSys is the path under the sysfs root as given of p, a resolved
+// path within d.sysReal (d.resolve checked that).
+func (d *discovery) underSys(p string) string {
+	switch {
+	case p == d.sysReal:
+		return d.sys
+	case d.sysReal == "/":
+		return joinPath(d.sys, p[1:])
+	default:
+		return joinPath(d.sys, p[len(d.sysReal)+1:])
+	}
 }
 
 // parentHint guesses the parent device of a class/drm link that does not
@@ -241,25 +258,75 @@ func within(root, path string) bool {
 
 // readAttr reads a small sysfs attribute file. It opens without blocking
 // and reads only regular files, so a FIFO or device in a corrupt tree
-// cannot hang discovery.
-func readAttr(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+// cannot hang discovery. A discovery pass reads five attributes per card,
+// so this takes the system calls directly: no os.File (whose poller
+// registration is one more call per file), and no read to find the end of
+// a file whose size fstat gave (sysfs reports a page for every attribute,
+// so there the end is found by reading). The directory of path must be
+// resolved.
+func (r *resolver) readAttr(path string) (string, error) {
+	dirfd, name := r.at(path)
+	fd, err := openAttr(dirfd, name)
 	if err != nil {
-		return "", err
+		return "", &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return "", fmt.Errorf("stat %s: %w", path, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("read %s: not a regular file (%s)", path, fi.Mode().Type())
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", fmt.Errorf("read %s: not a regular file (%s)", path, fileType(st.Mode))
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxAttrSize))
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
+	buf := r.buf[:maxAttrSize]
+	n := 0
+	for n < len(buf) && (st.Size <= 0 || int64(n) < st.Size) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", path, err)
+		}
+		if m == 0 {
+			break
+		}
+		n += m
 	}
-	return string(b), nil
+	return string(buf[:n]), nil
+}
+
+// openAttr opens name in dirfd for readAttr, retried when a signal
+// interrupts it. A sysfs attribute is a regular file, never a symlink:
+// O_NOFOLLOW keeps a link in its place (a tampered or odd tree) from
+// making discovery read a file outside the sysfs root.
+func openAttr(dirfd int, name string) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// fileType is the fs.FileMode type bits of a stat(2) mode, as
+// os.FileInfo.Mode().Type() gives them.
+func fileType(mode uint32) fs.FileMode {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return fs.ModeDir
+	case unix.S_IFLNK:
+		return fs.ModeSymlink
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		return fs.ModeDevice
+	}
+	return fs.ModeIrregular
 }
 
 // buildGroup turns the entries of one parent device into a card, or
@@ -310,7 +377,7 @@ func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error
 	parent := g.parent
 	c := Card{Name: cardE.name, NUMANode: -1}
 
-	bus, err := d.linkName(filepath.Join(parent, "subsystem"))
+	bus, err := d.linkName(joinPath(parent, "subsystem"))
 	if err != nil {
 		return built{}, cardE, err
 	}
@@ -319,44 +386,36 @@ func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error
 		return built{}, cardE, err
 	}
 
-	idDev := parent
+	idDev, idBus := parent, bus
 	if bus == "virtio" {
 		// virtioN is numbered in probe order; the transport device
 		// (the virtio-pci function, or a virtio-mmio platform device)
 		// above it is what stays put.
-		idDev = filepath.Dir(parent)
-		if _, err := d.linkName(filepath.Join(idDev, "subsystem")); err != nil {
+		idDev = parentDir(parent)
+		if idBus, err = d.linkName(joinPath(idDev, "subsystem")); err != nil {
 			return built{}, cardE, fmt.Errorf("virtio device %s has no transport device: %w", parent, err)
 		}
-	}
-	idBus := bus
-	if idDev != parent {
-		idBus, _ = d.linkName(filepath.Join(idDev, "subsystem"))
 	}
 	name := filepath.Base(idDev)
 	numaDev := parent
 	if idBus == "pci" && isPCIAddress(name) {
 		c.PCIAddress = name
 		numaDev = idDev
-		if c.VendorID, err = readHexID(filepath.Join(idDev, "vendor")); err != nil {
+		if c.VendorID, err = d.readHexID(joinPath(idDev, "vendor")); err != nil {
 			return built{}, cardE, err
 		}
-		if c.DeviceID, err = readHexID(filepath.Join(idDev, "device")); err != nil {
+		if c.DeviceID, err = d.readHexID(joinPath(idDev, "device")); err != nil {
 			return built{}, cardE, err
 		}
 	}
-	if c.NUMANode, err = readNUMA(filepath.Join(numaDev, "numa_node")); err != nil {
+	if c.NUMANode, err = d.readNUMA(joinPath(numaDev, "numa_node")); err != nil {
 		return built{}, cardE, err
 	}
 	if err := alloc.ValidCardID(name); err != nil {
 		return built{}, cardE, fmt.Errorf("%w %s of device %s: %w", ErrBadID, quote(name), idDev, err)
 	}
 	c.ID = name
-	rel, err := filepath.Rel(d.sysReal, parent)
-	if err != nil {
-		return built{}, cardE, fmt.Errorf("parent device %s: %w", parent, err)
-	}
-	c.SysfsPath = filepath.Join(d.sys, rel)
+	c.SysfsPath = d.underSys(parent)
 
 	cardNode, err := d.node(cardE)
 	if err != nil {
@@ -385,9 +444,9 @@ func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error
 // a host without its /sys/bus still names every driver and bus. Any
 // other target must resolve within the sysfs root.
 func (d *discovery) linkName(path string) (string, error) {
-	target, err := os.Readlink(path)
+	target, err := d.res.readlink(path)
 	if err != nil {
-		return "", fmt.Errorf("read link %s: %w", path, err)
+		return "", fmt.Errorf("read link %s: %w", path, &fs.PathError{Op: "readlink", Path: path, Err: err})
 	}
 	name, err := LinkName(target)
 	if err != nil {
@@ -421,7 +480,7 @@ func kernelShaped(link, target string) bool {
 // no driver of their own, or the generic faux_driver; their device name
 // without the instance suffix names the driver.
 func (d *discovery) driverName(parent, bus string) (string, error) {
-	link := filepath.Join(parent, "driver")
+	link := joinPath(parent, "driver")
 	name, err := d.linkName(link)
 	softwareBus := bus == "platform" || bus == "faux"
 	switch {
@@ -449,8 +508,8 @@ func platformDriver(dev string) string {
 	return dev
 }
 
-func readHexID(path string) (string, error) {
-	raw, err := readAttr(path)
+func (d *discovery) readHexID(path string) (string, error) {
+	raw, err := d.res.readAttr(path)
 	if err != nil {
 		return "", err
 	}
@@ -461,8 +520,8 @@ func readHexID(path string) (string, error) {
 	return id, nil
 }
 
-func readNUMA(path string) (int, error) {
-	raw, err := readAttr(path)
+func (d *discovery) readNUMA(path string) (int, error) {
+	raw, err := d.res.readAttr(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return -1, nil
 	}
@@ -479,10 +538,22 @@ func readNUMA(path string) (int, error) {
 // node checks the host node of e under the dev root: a char device with
 // the numbers sysfs reports.
 func (d *discovery) node(e *entry) (DeviceNode, error) {
-	host := filepath.Join(d.dev, "dri", e.name)
-	n, err := statChar(host)
+	dri := joinPath(d.dev, "dri")
+	host := joinPath(dri, e.name)
+	fd, name := unix.AT_FDCWD, host
+	realDri, driErr := d.res.resolve(dri)
+	if driErr == nil {
+		fd, name = d.res.at(joinPath(realDri, e.name))
+	}
+	n, err := statCharAt(fd, name, host)
 	if err != nil {
 		return DeviceNode{}, err
+	}
+	// statChar found a char device, no symlink: attachByPath's
+	// resolutions of this node and of the by-path links to it need not
+	// look at it again.
+	if driErr == nil {
+		d.res.known(joinPath(realDri, e.name), false)
 	}
 	if n.Major != e.major || n.Minor != e.minor {
 		return DeviceNode{}, fmt.Errorf("%w: %s is %d:%d, sysfs says %d:%d",
@@ -495,8 +566,13 @@ func (d *discovery) node(e *entry) (DeviceNode, error) {
 // statChar returns the numbers, mode and owner of a char device node,
 // without following a symlink at path.
 func statChar(path string) (DeviceNode, error) {
+	return statCharAt(unix.AT_FDCWD, path, path)
+}
+
+// statCharAt is statChar of name in dirfd, which is path.
+func statCharAt(dirfd int, name, path string) (DeviceNode, error) {
 	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
+	if err := fstatatNoFollow(dirfd, name, &st); err != nil {
 		return DeviceNode{}, fmt.Errorf("stat %s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
@@ -511,6 +587,16 @@ func statChar(path string) (DeviceNode, error) {
 		UID:      st.Uid,
 		GID:      st.Gid,
 	}, nil
+}
+
+// fstatatNoFollow is fstatat(2) of a link itself, retried when a signal
+// interrupts it.
+func fstatatNoFollow(dirfd int, name string, st *unix.Stat_t) error {
+	for {
+		if err := unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // kfd returns /dev/kfd when it exists and is a char device.
@@ -557,7 +643,7 @@ func (d *discovery) dropDuplicates(cards []built) []built {
 // attachByPath adds every <dev>/dri/by-path link that resolves to a
 // card's card or render node to that card.
 func (d *discovery) attachByPath(cards []built) {
-	dir := filepath.Join(d.dev, "dri", "by-path")
+	dir := joinPath(joinPath(d.dev, "dri"), "by-path")
 	links, err := os.ReadDir(dir)
 	if err != nil || len(links) == 0 {
 		return
@@ -578,7 +664,7 @@ func (d *discovery) attachByPath(cards []built) {
 		if l.Type()&fs.ModeSymlink == 0 {
 			continue
 		}
-		link := filepath.Join(dir, l.Name())
+		link := joinPath(dir, l.Name())
 		r, err := d.res.resolve(link)
 		if err != nil {
 			continue
