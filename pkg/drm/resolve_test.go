@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // linkTree makes dirs a/b, file f and the given symlinks (name -> target)
@@ -128,4 +129,247 @@ func fuzzLinkTree(t *testing.T, l, m, n string, queries ...string) string {
 		}
 	}
 	return linkTree(t, map[string]string{"l": l, "m": m, "n": n})
+}
+
+// agreesWithEvalSymlinks resolves path with r and requires the answer of
+// filepath.EvalSymlinks: the same path, or an error for both (the
+// resolver may also stop at its 40 links, where Go allows 255).
+func agreesWithEvalSymlinks(t *testing.T, r *resolver, path string) {
+	t.Helper()
+	got, err := r.resolve(path)
+	ref, refErr := filepath.EvalSymlinks(path)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return
+		}
+		require.Error(t, refErr, "%s: resolver failed with %v, EvalSymlinks gave %q", path, err, ref)
+		return
+	}
+	require.NoError(t, refErr, "%s: resolver gave %q", path, got)
+	require.Equal(t, ref, got, path)
+}
+
+// resolvers are the two kinds of resolver: by paths, and relative to
+// the descriptors of the directories it uses most.
+var resolvers = map[string]func() *resolver{
+	"paths":       newResolver,
+	"descriptors": newResolverAt,
+	"one descriptor": func() *resolver {
+		r := newResolverAt()
+		r.maxFDs = 1
+		return r
+	},
+}
+
+// testResolver is a new resolver of kind, closed when t ends.
+func testResolver(t *testing.T, kind string) *resolver {
+	r := resolvers[kind]()
+	t.Cleanup(r.close)
+	return r
+}
+
+// TestResolverCacheOrder resolves paths through one resolver in every
+// order of pairs: what one resolution leaves in the cache (a prefix
+// known to be symlink-free, an entry not yet known to be a directory, a
+// link sharing its target's entry) must not change the next answer.
+func TestResolverCacheOrder(t *testing.T) {
+	dir := linkTree(t, nil)
+	for name, target := range map[string]string{
+		"l":  "a/b",                             // a link to a directory
+		"m":  "f",                               // a link to a file
+		"up": "a/b/../..",                       // back to dir, through ".."
+		"d":  "../" + filepath.Base(dir) + "/a", // leaves dir and comes back
+		"x":  "nowhere",
+	} {
+		require.NoError(t, os.Symlink(target, filepath.Join(dir, name)))
+	}
+	paths := []string{
+		"f", "f/", "f/.", "f/..", "f/x", "m", "m/", "m/.", "m/..",
+		"a", "a/", "a/.", "a/..", "a/b/..", "l", "l/", "l/..", "l/../b",
+		"up/a/b", "up/f/", "d/b", "d/../a/b", "a/b/c", "x", "x/", "/", "/..",
+	}
+	for kind := range resolvers {
+		for _, p := range paths {
+			for _, q := range paths {
+				r := testResolver(t, kind)
+				for _, path := range []string{p, q, p} {
+					if !strings.HasPrefix(path, "/") {
+						path = dir + "/" + path
+					}
+					agreesWithEvalSymlinks(t, r, path)
+				}
+				require.LessOrEqual(t, len(r.fds), max(r.maxFDs, 0))
+				r.close()
+			}
+		}
+	}
+}
+
+// TestResolverKnown checks an entry the caller has looked at itself.
+func TestResolverKnown(t *testing.T) {
+	dir := linkTree(t, map[string]string{"l": "f"})
+	r := testResolver(t, "paths")
+	r.known(dir+"/f", false)
+	_, err := r.resolve(dir + "/f/")
+	require.ErrorIs(t, err, syscall.ENOTDIR)
+	got, err := r.resolve(dir + "/l")
+	require.NoError(t, err)
+	require.Equal(t, dir+"/f", got)
+	r.known(dir+"/a", true)
+	got, err = r.resolve(dir + "/a/./b/..")
+	require.NoError(t, err)
+	require.Equal(t, dir+"/a", got)
+}
+
+func TestJoinTarget(t *testing.T) {
+	tests := map[string]struct{ dir, target, want string }{
+		"name":              {"/a/b", "c", "/a/b/c"},
+		"leading dotdots":   {"/a/b/c", "../../d/e", "/a/d/e"},
+		"only dotdots":      {"/a/b", "../..", "/"},
+		"above the root":    {"/a", "../../../b", "/b"},
+		"later dotdot kept": {"/a/b", "../c/../d", "/a/c/../d"},
+		"dot kept":          {"/a", "./c", "/a/./c"},
+		"dotdot name":       {"/a", "...", "/a/..."},
+		"from the root":     {"/", "../a", "/a"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			require.Equal(t, tc.want, joinTarget(tc.dir, tc.target))
+		})
+	}
+}
+
+// FuzzResolverCached is FuzzResolver with one resolver for three
+// queries and the first again, so that each answer may come from what
+// the ones before it left in the cache.
+func FuzzResolverCached(f *testing.F) {
+	f.Add("a/b", "..", "l/../m", "n/b", "l/..", "m/")
+	f.Add("f", "l/", "../a", "m/.", "l/x", "n")
+	f.Add("a/b/../..", "l/f", "m/a/b", "n/a/b/..", "f/..", "l/a")
+	f.Fuzz(func(t *testing.T, l, m, n, q1, q2, q3 string) {
+		dir := fuzzLinkTree(t, l, m, n, q1, q2, q3)
+		for kind := range resolvers {
+			r := testResolver(t, kind)
+			for _, q := range []string{q1, q2, q3, q1} {
+				agreesWithEvalSymlinks(t, r, dir+"/"+q)
+			}
+			r.close()
+		}
+	})
+}
+
+func TestReadAttr(t *testing.T) {
+	for kind := range resolvers {
+		t.Run(kind, func(t *testing.T) { testReadAttr(t, kind) })
+	}
+}
+
+func testReadAttr(t *testing.T, kind string) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	r := testResolver(t, kind)
+	// Resolved, and used often enough to be opened by a resolver with
+	// descriptors.
+	for range fdAfter {
+		_, err := r.resolve(dir + "/x")
+		require.Error(t, err)
+	}
+	require.Equal(t, kind != "paths", r.cache[dir].hasFD)
+	readAttr := r.readAttr
+	write := func(name string, size int) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("x", size)), 0o444))
+		return p
+	}
+	for name, size := range map[string]int{"empty": 0, "small": 7, "one page": maxAttrSize, "over a page": maxAttrSize + 100} {
+		t.Run(name, func(t *testing.T) {
+			got, err := readAttr(write(name, size))
+			require.NoError(t, err)
+			require.Equal(t, strings.Repeat("x", min(size, maxAttrSize)), got)
+		})
+	}
+	t.Run("size unknown to stat", func(t *testing.T) {
+		// procfs, like sysfs, reports no true size: read to the end.
+		want, err := os.ReadFile("/proc/self/cmdline")
+		if errors.Is(err, os.ErrNotExist) {
+			t.Skip("no /proc")
+		}
+		require.NoError(t, err)
+		got, err := readAttr("/proc/self/cmdline")
+		require.NoError(t, err)
+		require.Equal(t, string(want[:min(len(want), maxAttrSize)]), got)
+	})
+	t.Run("missing", func(t *testing.T) {
+		_, err := readAttr(filepath.Join(dir, "missing"))
+		require.ErrorIs(t, err, os.ErrNotExist)
+		require.ErrorContains(t, err, "open "+filepath.Join(dir, "missing"))
+	})
+	t.Run("symlink", func(t *testing.T) {
+		// An attribute is never a link; one in its place is not followed.
+		outside := filepath.Join(t.TempDir(), "secret")
+		require.NoError(t, os.WriteFile(outside, []byte("outside the root"), 0o444))
+		link := filepath.Join(dir, "vendor")
+		require.NoError(t, os.Symlink(outside, link))
+		got, err := readAttr(link)
+		require.ErrorIs(t, err, unix.ELOOP)
+		require.ErrorContains(t, err, "open "+link)
+		require.Empty(t, got)
+	})
+	t.Run("not regular", func(t *testing.T) {
+		fifo := filepath.Join(dir, "fifo")
+		require.NoError(t, unix.Mkfifo(fifo, 0o644))
+		for path, typ := range map[string]string{dir: "d---------", fifo: "p---------", "/dev/null": "Dc---------"} {
+			_, err := readAttr(path)
+			require.EqualError(t, err, "read "+path+": not a regular file ("+typ+")")
+		}
+	})
+}
+
+// TestResolverDescriptorPinsDirectory checks that a resolver with
+// descriptors asks in the directory it resolved, even when its path
+// names another one by now (a symlink put in its place).
+func TestResolverDescriptorPinsDirectory(t *testing.T) {
+	dir := linkTree(t, nil)
+	a := dir + "/a"
+	r := testResolver(t, "descriptors")
+	_, err := r.resolve(a + "/b")
+	require.NoError(t, err)
+	for _, name := range []string{"x", "y"} {
+		_, err := r.resolve(a + "/" + name)
+		require.ErrorIs(t, err, os.ErrNotExist)
+	}
+	require.True(t, r.cache[a].hasFD, "a was used %d times", r.cache[a].uses)
+
+	require.NoError(t, os.Rename(a, dir+"/moved"))
+	require.NoError(t, os.MkdirAll(dir+"/other", 0o755))
+	require.NoError(t, os.Symlink("other", a))
+	require.NoError(t, os.WriteFile(dir+"/moved/attr", []byte("found\n"), 0o444))
+	require.NoError(t, os.WriteFile(dir+"/other/attr", []byte("other\n"), 0o444))
+	got, err := r.readAttr(a + "/attr")
+	require.NoError(t, err)
+	require.Equal(t, "found\n", got)
+	target, err := r.readlink(a + "/attr")
+	require.ErrorIs(t, err, unix.EINVAL, "attr is no link: %q", target)
+
+	r.close()
+	require.False(t, r.cache[a].hasFD)
+	got, err = r.readAttr(a + "/attr")
+	require.NoError(t, err)
+	require.Equal(t, "other\n", got, "without descriptors the path is asked")
+}
+
+func TestUnderSys(t *testing.T) {
+	tests := map[string]struct{ sys, sysReal, p, want string }{
+		"the root":         {"/host/sys", "/real/sys", "/real/sys", "/host/sys"},
+		"below the root":   {"/host/sys", "/real/sys", "/real/sys/devices/x", "/host/sys/devices/x"},
+		"root is /":        {"/sys", "/", "/devices/x", "/sys/devices/x"},
+		"root as given /":  {"/", "/", "/devices/x", "/devices/x"},
+		"same as resolved": {"/sys", "/sys", "/sys/devices/pci0000:00", "/sys/devices/pci0000:00"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			d := &discovery{sys: tc.sys, sysReal: tc.sysReal}
+			require.Equal(t, tc.want, d.underSys(tc.p))
+		})
+	}
 }
