@@ -16,7 +16,22 @@ import (
 // before devices recorded their resource: one claim on 0000:03:00.0.
 const oldCheckpoint = "testdata/checkpoint-v1.json"
 
-// copyFile copies src to a fresh CheckpointFile and returns its path.
+// savedClaimWithResource saves a checkpoint of one claim whose device
+// records its resource (dri-cdi.dev/amdgpu), and returns its path and
+// content.
+func savedClaimWithResource(t *testing.T) (string, []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), CheckpointFile)
+	require.NoError(t, saveCheckpoint(path, map[string]PreparedClaim{"uid-1": {Namespace: "ns", Name: "one", Devices: []PreparedDevice{{
+		Request: "gpu", Pool: "node-a", Device: "pci-0000-03-00-0", Card: "0000:03:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
+		Resource: "dri-cdi.dev/amdgpu",
+	}}}}))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return path, b
+}
+
+// copyCheckpoint copies src to a fresh CheckpointFile and returns its path.
 func copyCheckpoint(t *testing.T, src string) string {
 	t.Helper()
 	b, err := os.ReadFile(src)
@@ -78,13 +93,7 @@ func TestEarlierVersionReadsThisCheckpoint(t *testing.T) {
 		Claims   map[string]earlierClaim `json:"claims"`
 		Checksum string                  `json:"checksum"`
 	}
-	path := filepath.Join(t.TempDir(), CheckpointFile)
-	require.NoError(t, saveCheckpoint(path, map[string]PreparedClaim{"uid-1": {Namespace: "ns", Name: "one", Devices: []PreparedDevice{{
-		Request: "gpu", Pool: "node-a", Device: "pci-0000-03-00-0", Card: "0000:03:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
-		Resource: "dri-cdi.dev/amdgpu",
-	}}}}))
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
+	_, b := savedClaimWithResource(t)
 	require.Contains(t, string(b), `"resource":"dri-cdi.dev/amdgpu"`)
 	require.NoError(t, json.Unmarshal(b, &earlier))
 	require.Equal(t, 1, earlier.Version)
@@ -97,13 +106,7 @@ func TestEarlierVersionReadsThisCheckpoint(t *testing.T) {
 // The added field is under a checksum too: an edited resource, or a
 // resource in a file without the full checksum, is a corrupt file.
 func TestCheckpointResourceIsChecked(t *testing.T) {
-	path := filepath.Join(t.TempDir(), CheckpointFile)
-	require.NoError(t, saveCheckpoint(path, map[string]PreparedClaim{"uid-1": {Namespace: "ns", Name: "one", Devices: []PreparedDevice{{
-		Request: "gpu", Pool: "node-a", Device: "pci-0000-03-00-0", Card: "0000:03:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
-		Resource: "dri-cdi.dev/amdgpu",
-	}}}}))
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
+	path, b := savedClaimWithResource(t)
 	var cp checkpoint
 	require.NoError(t, json.Unmarshal(b, &cp))
 	require.NotEmpty(t, cp.FullChecksum)
