@@ -60,6 +60,14 @@ func (r *recorder) take() []string {
 	return c
 }
 
+// requirePass runs one Reconcile for trigger and requires it to succeed
+// with exactly the spec writes and publications in want.
+func requirePass(t *testing.T, r *Reconciler, rec *recorder, trigger string, want ...string) {
+	t.Helper()
+	require.NoError(t, r.Reconcile(trigger))
+	require.Equal(t, want, rec.take())
+}
+
 type fakeHost struct {
 	cards  map[string]drm.Card
 	sysfs  map[string]bool
@@ -183,11 +191,10 @@ func TestReconcileSpecFailure(t *testing.T) {
 
 	rec.specErr = nil
 	host.plug(a)
-	require.NoError(t, r.Reconcile("retry"))
-	require.Equal(t, []string{
+	requirePass(t, r, rec, "retry",
 		"specs 0000:01:00.0,0000:02:00.0",
 		"pools dri-cdi.dev/i915=0000:01:00.0,0000:02:00.0",
-	}, rec.take())
+	)
 }
 
 func TestReconcileDiscoveryError(t *testing.T) {
@@ -210,11 +217,10 @@ func TestReconcileOnlyAdvertisedCardsGetSpecs(t *testing.T) {
 	host.plug(display)
 	host.plug(gpu("0000:01:00.0", "i915", 1))
 	host.plug(gpu("0000:03:00.0", "amdgpu", 2))
-	require.NoError(t, r.Reconcile("startup"))
-	require.Equal(t, []string{
+	requirePass(t, r, rec, "startup",
 		"specs 0000:01:00.0,0000:03:00.0",
 		"pools gpu.intel.com/i915=0000:01:00.0 dri-cdi.dev/amdgpu=0000:03:00.0",
-	}, rec.take())
+	)
 }
 
 func TestReconcilePublishErrorIsNotFatal(t *testing.T) {
