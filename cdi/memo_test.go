@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/cdi/cditest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -29,7 +30,7 @@ func TestWriterSyncCardChangedInPlace(t *testing.T) {
 	now, err := Generate(DefaultKind, cards)
 	require.NoError(t, err)
 	require.NotEqual(t, string(want[0].Data), string(now[0].Data))
-	got := dirFiles(t, dir)
+	got := cditest.DirFiles(t, dir)
 	for _, f := range now {
 		require.Equal(t, string(f.Data), got[f.Name], f.Name)
 	}
@@ -43,7 +44,7 @@ func TestWriterSyncRestoresFilesWithEqualCards(t *testing.T) {
 	cards := []drm.Card{i915("0000:00:02.0", 0, 128), amdgpu("0000:03:00.0", 1, 129)}
 	_, err := w.Sync(cards)
 	require.NoError(t, err)
-	want := dirFiles(t, dir)
+	want := cditest.DirFiles(t, dir)
 
 	name := "dri-cdi.dev-gpu_0000-00-02.0.yaml"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("tampered"), FileMode))
@@ -51,7 +52,7 @@ func TestWriterSyncRestoresFilesWithEqualCards(t *testing.T) {
 	changed, err := w.Sync(cards)
 	require.NoError(t, err)
 	require.True(t, changed)
-	require.Equal(t, want, dirFiles(t, dir))
+	require.Equal(t, want, cditest.DirFiles(t, dir))
 
 	changed, err = w.Sync(cards)
 	require.NoError(t, err)
@@ -75,6 +76,6 @@ func TestWriterSyncAfterInvalidCards(t *testing.T) {
 	require.False(t, changed)
 	want, err := Generate(DefaultKind, []drm.Card{a})
 	require.NoError(t, err)
-	got := dirFiles(t, dir)
+	got := cditest.DirFiles(t, dir)
 	require.Len(t, got, len(want))
 }

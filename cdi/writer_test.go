@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/dri-cdi/dri-cdi/cdi/cditest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -38,23 +39,6 @@ func newTestWriter(t *testing.T, dir string) *Writer {
 	w, err := NewWriter(dir, DefaultKind)
 	require.NoError(t, err)
 	return w
-}
-
-// dirFiles returns name -> content of the regular files in dir.
-func dirFiles(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = string(data)
-	}
-	return out
 }
 
 func inode(t *testing.T, path string) uint64 {
@@ -101,7 +85,7 @@ func TestWriterSync(t *testing.T) {
 				changed, err := w.Sync(s.cards)
 				require.NoError(t, err, "step %d", i)
 				require.Equal(t, s.changed, changed, "step %d", i)
-				got := dirFiles(t, dir)
+				got := cditest.DirFiles(t, dir)
 				names := make([]string, 0, len(got))
 				for n := range got {
 					names = append(names, n)
@@ -153,14 +137,14 @@ func TestWriterRepairsModeAndContent(t *testing.T) {
 	require.NoError(t, err)
 	cardFile := filepath.Join(dir, "dri-cdi.dev-gpu_0000-00-02.0.yaml")
 	allFile := filepath.Join(dir, "dri-cdi.dev-gpu_all.yaml")
-	want := dirFiles(t, dir)
+	want := cditest.DirFiles(t, dir)
 
 	require.NoError(t, os.Chmod(cardFile, 0o600))
 	require.NoError(t, os.WriteFile(allFile, []byte("garbage"), 0o644))
 	changed, err := w.Sync([]drm.Card{a})
 	require.NoError(t, err)
 	require.True(t, changed)
-	require.Equal(t, want, dirFiles(t, dir))
+	require.Equal(t, want, cditest.DirFiles(t, dir))
 	st, err := os.Stat(cardFile)
 	require.NoError(t, err)
 	require.Equal(t, FileMode, st.Mode().Perm())
@@ -186,7 +170,7 @@ func TestWriterNeverTouchesForeignFiles(t *testing.T) {
 	require.NoError(t, err)
 	_, err = w.Sync(nil)
 	require.NoError(t, err)
-	got := dirFiles(t, dir)
+	got := cditest.DirFiles(t, dir)
 	require.Equal(t, foreign, got)
 	st, err := os.Stat(filepath.Join(dir, "vendor.com-gpu.yaml"))
 	require.NoError(t, err)
@@ -223,7 +207,7 @@ func TestWriterRemovesStaleOwnedFiles(t *testing.T) {
 	changed, err := w.Sync([]drm.Card{i915("0000:00:02.0", 0, 128)})
 	require.NoError(t, err)
 	require.True(t, changed)
-	got := dirFiles(t, dir)
+	got := cditest.DirFiles(t, dir)
 	require.Len(t, got, 2)
 	require.Contains(t, got, "dri-cdi.dev-gpu_0000-00-02.0.yaml")
 	require.Contains(t, got, "dri-cdi.dev-gpu_all.yaml")
@@ -269,14 +253,14 @@ func TestWriterErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			w := tc.setup(t, dir)
-			before := dirFiles(t, dir)
+			before := cditest.DirFiles(t, dir)
 			_, err := w.Sync(tc.cards)
 			require.Error(t, err)
 			for _, s := range tc.want {
 				require.Contains(t, err.Error(), s)
 			}
 			if name == "invalid card touches nothing" {
-				require.Equal(t, before, dirFiles(t, dir))
+				require.Equal(t, before, cditest.DirFiles(t, dir))
 			}
 		})
 	}
@@ -291,7 +275,7 @@ func TestWriterPartialFailureStillWritesOthers(t *testing.T) {
 	require.True(t, changed)
 	require.FileExists(t, filepath.Join(dir, "dri-cdi.dev-gpu_0000-00-02.0.yaml"))
 	// No temporary file is left behind.
-	for n := range dirFiles(t, dir) {
+	for n := range cditest.DirFiles(t, dir) {
 		require.NotContains(t, n, tmpMarker)
 	}
 }

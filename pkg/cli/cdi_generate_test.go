@@ -11,6 +11,7 @@ import (
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/cdi/cditest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -141,26 +142,13 @@ func TestCDIGenerateMatchesWriter(t *testing.T) {
 	require.NoError(t, err)
 	_, err = w.Sync(advertised)
 	require.NoError(t, err)
-	require.Equal(t, readAll(t, ref), readAll(t, out))
+	require.Equal(t, cditest.DirFiles(t, ref), cditest.DirFiles(t, out))
 
 	// A card that disappears loses its file on the next run.
 	require.NoError(t, tree.Remove("0000:03:00.0"))
 	r = run(t, map[string]string{"DRI_CDI_OUTPUT_DIR": out}, append([]string{"cdi", "generate"}, rootFlagsOf(tree)...)...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	require.Equal(t, []string{"dri-cdi.dev-gpu_0000-00-02.0.yaml", "dri-cdi.dev-gpu_all.yaml"}, writtenSpecs(t, out))
-}
-
-func readAll(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = string(data)
-	}
-	return out
 }
 
 func TestCDIGenerateErrors(t *testing.T) {
