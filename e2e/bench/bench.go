@@ -282,8 +282,7 @@ func (b *bench) inProcess() error {
 	for _, f := range []func() error{
 		func() error { return b.measureHandler(n) },
 		func() error { return b.measurePodResources(n) },
-		func() error { return b.measureScanWrite(dir, 16, b.cfg.scanReps16) },
-		func() error { return b.measureScanWrite(dir, 128, b.cfg.scanReps128) },
+		func() error { return b.measureScanWrite(dir, b.cfg.scanReps16, b.cfg.scanReps128) },
 		b.scanGrowth,
 	} {
 		errs = append(errs, f())

@@ -212,78 +212,122 @@ func (b *bench) measurePodResources(n *node16) error {
 		"podresources.Client.ContainerDevices (Get) over a unix socket to a fake kubelet PodResources server, one kept-open connection")
 }
 
-// measureScanWrite times one full pass of what the agent does when it
-// starts on a node: discovery of a fake tree, spec generation and the
-// atomic write of every spec file into an empty directory. It also times
-// the steady-state resync: the same pass when nothing changed.
-func (b *bench) measureScanWrite(dir string, n, reps int) error {
+// scanRig is one fake tree of n GPUs and the passes measured on it.
+type scanRig struct {
+	n             int
+	roots         drm.Roots
+	outDir        string
+	write, resync []time.Duration
+}
+
+func newScanRig(dir string, n int) (*scanRig, error) {
 	tree, err := drmtest.NewTree(filepath.Join(dir, fmt.Sprintf("scan%d", n)), drmtest.Mixed(n)...)
+	if err != nil {
+		return nil, err
+	}
+	return &scanRig{n: n, roots: tree.Roots(), outDir: filepath.Join(dir, fmt.Sprintf("scan%d-cdi", n))}, nil
+}
+
+// pass is discovery plus cdi.Writer.Sync of its cards, timed; w nil is
+// a new Writer. It requires Sync to report wantChange.
+func (r *scanRig) pass(w *cdi.Writer, cdiDir string, wantChange bool) (*cdi.Writer, time.Duration, error) {
+	start := time.Now()
+	inv, err := discoverN(r.roots, r.n)
+	if err != nil {
+		return nil, 0, err
+	}
+	if w == nil {
+		if w, err = cdi.NewWriter(cdiDir, cdi.DefaultKind); err != nil {
+			return nil, 0, err
+		}
+	}
+	changed, err := w.Sync(inv.Cards)
+	d := time.Since(start)
+	if err != nil {
+		return nil, 0, err
+	}
+	if changed != wantChange {
+		return nil, 0, fmt.Errorf("spec sync into %s: changed=%v, want %v", cdiDir, changed, wantChange)
+	}
+	return w, d, nil
+}
+
+// round is the agent's start and its periodic rescan: a write pass (a
+// new Writer, an empty directory), then a resync pass (the same Writer,
+// the agent keeps one; the directory as the write pass left it, so
+// nothing is written). The samples are kept when keep is set.
+func (r *scanRig) round(i int, keep bool) error {
+	cdiDir := filepath.Join(r.outDir, strconv.Itoa(i))
+	w, dw, err := r.pass(nil, cdiDir, true)
 	if err != nil {
 		return err
 	}
-	roots := tree.Roots()
-	outDir := filepath.Join(dir, fmt.Sprintf("scan%d-cdi", n))
-	writers := map[string]*cdi.Writer{}
-	// The write pass is the agent's start: a new Writer, an empty
-	// directory. The resync pass is its periodic rescan: the same Writer
-	// (the agent keeps one), the directory as the write pass left it.
-	pass := func(w *cdi.Writer, cdiDir string, wantChange bool) (time.Duration, error) {
-		start := time.Now()
-		inv, err := discoverN(roots, n)
-		if err != nil {
-			return 0, err
-		}
-		if w == nil {
-			if w, err = cdi.NewWriter(cdiDir, cdi.DefaultKind); err != nil {
-				return 0, err
-			}
-			writers[cdiDir] = w
-		}
-		changed, err := w.Sync(inv.Cards)
-		d := time.Since(start)
-		if err != nil {
-			return 0, err
-		}
-		if changed != wantChange {
-			return 0, fmt.Errorf("spec sync into %s: changed=%v, want %v", cdiDir, changed, wantChange)
-		}
-		return d, nil
-	}
-	write, resync := make([]time.Duration, 0, reps), make([]time.Duration, 0, reps)
-	runtime.GC()
-	for i := range reps + 2 {
-		cdiDir := filepath.Join(outDir, strconv.Itoa(i))
-		dw, err := pass(nil, cdiDir, true)
-		if err != nil {
-			return err
-		}
-		dr, err := pass(writers[cdiDir], cdiDir, false)
-		delete(writers, cdiDir)
-		if err != nil {
-			return err
-		}
-		files, err := os.ReadDir(cdiDir)
-		if err != nil {
-			return err
-		}
-		if len(files) != n+1 {
-			return fmt.Errorf("%s holds %d files, want %d (one per card plus all)", cdiDir, len(files), n+1)
-		}
-		if err := os.RemoveAll(cdiDir); err != nil {
-			return err
-		}
-		if i >= 2 { // two warm-up passes
-			write, resync = append(write, dw), append(resync, dr)
-		}
-	}
-	b.scanWrite[n] = In(time.Millisecond, write)
-	where := fmt.Sprintf("on %s (%s)", dir, FSType(dir))
-	if err := b.setSample(fmt.Sprintf("scan_write_ms_%d", n), time.Millisecond, write, "median",
-		fmt.Sprintf("drm.Discover of %d mixed fake GPUs + cdi.Writer.Sync into an empty dir (%d files, fsync'ed), %s", n, n+1, where)); err != nil {
+	_, dr, err := r.pass(w, cdiDir, false)
+	if err != nil {
 		return err
 	}
-	return b.setSample(fmt.Sprintf("scan_resync_ms_%d", n), time.Millisecond, resync, "median",
-		fmt.Sprintf("the same pass when nothing changed, with the write pass's Writer as the agent's periodic resync (compare, no write), %s", where))
+	files, err := os.ReadDir(cdiDir)
+	if err != nil {
+		return err
+	}
+	if len(files) != r.n+1 {
+		return fmt.Errorf("%s holds %d files, want %d (one per card plus all)", cdiDir, len(files), r.n+1)
+	}
+	if err := os.RemoveAll(cdiDir); err != nil {
+		return err
+	}
+	if keep {
+		r.write, r.resync = append(r.write, dw), append(r.resync, dr)
+	}
+	return nil
+}
+
+// measureScanWrite times one full pass of what the agent does when it
+// starts on a node (discovery of a fake tree, spec generation and the
+// atomic write of every spec file into an empty directory) and the
+// steady-state resync (the same pass when nothing changed), for 16 and
+// for 128 GPUs. The two trees' rounds are interleaved, reps16/reps128
+// rounds of 16 GPUs before each round of 128, so that scan_write_growth_128
+// compares passes taken at the same moments of a machine whose load
+// moves.
+func (b *bench) measureScanWrite(dir string, reps16, reps128 int) error {
+	small, err := newScanRig(dir, 16)
+	if err != nil {
+		return err
+	}
+	large, err := newScanRig(dir, 128)
+	if err != nil {
+		return err
+	}
+	per := max(1, (reps16+reps128-1)/max(reps128, 1))
+	runtime.GC()
+	const warmups = 2
+	done16 := 0
+	for i := range reps128 + warmups {
+		for range per {
+			if done16 >= reps16+warmups {
+				break
+			}
+			if err := small.round(done16, done16 >= warmups); err != nil {
+				return err
+			}
+			done16++
+		}
+		if err := large.round(i, i >= warmups); err != nil {
+			return err
+		}
+	}
+	where := fmt.Sprintf("on %s (%s)", dir, FSType(dir))
+	var errs []error
+	for _, r := range []*scanRig{small, large} {
+		b.scanWrite[r.n] = In(time.Millisecond, r.write)
+		errs = append(errs, b.setSample(fmt.Sprintf("scan_write_ms_%d", r.n), time.Millisecond, r.write, "median",
+			fmt.Sprintf("drm.Discover of %d mixed fake GPUs + cdi.Writer.Sync into an empty dir (%d files, fsync'ed), %s, interleaved with the %s-GPU passes",
+				r.n, r.n+1, where, map[int]string{16: "128", 128: "16"}[r.n])))
+		errs = append(errs, b.setSample(fmt.Sprintf("scan_resync_ms_%d", r.n), time.Millisecond, r.resync, "median",
+			fmt.Sprintf("the same pass when nothing changed, with the write pass's Writer as the agent's periodic resync (compare, no write), %s", where)))
+	}
+	return errors.Join(errs...)
 }
 
 // scanGrowth records how scan_write grows from 16 to 128 cards: the ratio
