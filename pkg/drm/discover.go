@@ -267,6 +267,9 @@ func within(root, path string) bool {
 func (r *resolver) readAttr(path string) (string, error) {
 	dirfd, name := r.at(path)
 	fd, err := openAttr(dirfd, name)
+	if errors.Is(err, unix.ELOOP) {
+		return "", fmt.Errorf("open %s: a symlink, not followed (a sysfs attribute is a regular file): %w", path, err)
+	}
 	if err != nil {
 		return "", &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -392,6 +395,9 @@ func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error
 		// (the virtio-pci function, or a virtio-mmio platform device)
 		// above it is what stays put.
 		idDev = parentDir(parent)
+		if !within(d.sysReal, idDev) { // parent is the sysfs root itself
+			return built{}, cardE, fmt.Errorf("virtio device %s: transport device %w %s: %s", parent, ErrOutsideRoot, d.sys, idDev)
+		}
 		if idBus, err = d.linkName(joinPath(idDev, "subsystem")); err != nil {
 			return built{}, cardE, fmt.Errorf("virtio device %s has no transport device: %w", parent, err)
 		}

@@ -189,6 +189,27 @@ func TestDiscoverMalformed(t *testing.T) {
 		// a complete device in "sys-outside", a sibling of the root
 		// whose name the root's is a prefix of, so only the containment
 		// check can refuse it.
+		// A card directory straight below the sysfs root makes the root
+		// its parent device; a virtio card's transport device is the
+		// parent's parent, which would be outside the root.
+		"virtio card whose parent is the sysfs root": {
+			gpus: []drmtest.GPU{drmtest.VirtioGPU, good},
+			mutate: func(t *testing.T, p paths) {
+				vcard := filepath.Join(p.parent, "drm", "card0") // p.parent is virtio1
+				card := filepath.Join(p.sys, "drm", "card0")
+				require.NoError(t, os.MkdirAll(card, 0o755))
+				for _, f := range []string{"dev", "uevent"} {
+					b, err := os.ReadFile(filepath.Join(vcard, f))
+					require.NoError(t, err)
+					require.NoError(t, os.WriteFile(filepath.Join(card, f), b, 0o444))
+				}
+				replaceLink(t, filepath.Join(card, "device"), "../..")
+				replaceLink(t, filepath.Join(p.class, "card0"), "../../drm/card0")
+				replaceLink(t, filepath.Join(p.sys, "subsystem"), "bus/virtio")
+				replaceLink(t, filepath.Join(p.sys, "driver"), "bus/virtio/drivers/virtio_gpu")
+			},
+			skipped: map[string]reason{"card0": {is: drm.ErrOutsideRoot, contains: "transport device"}, "renderD128": unpaired},
+		},
 		"relative class link out of the root, first entry of the pass": {
 			mutate: func(t *testing.T, p paths) {
 				out := outsideCard(t, p.tree, p.card(), "card0")

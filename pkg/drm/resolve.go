@@ -101,9 +101,10 @@ func (r *resolver) close() {
 		unix.Close(fd)
 	}
 	r.fds = nil
-	for _, e := range r.cache {
-		e.hasFD = false
-	}
+	// Every entry goes, not only those still holding a descriptor: a
+	// closed descriptor's number may be reused by the next open. A
+	// resolver used after close starts again from the paths.
+	r.cache = make(map[string]*resolved)
 }
 
 // at returns a descriptor and a name by which *at system calls reach

@@ -312,7 +312,7 @@ func testReadAttr(t *testing.T, kind string) {
 		require.NoError(t, os.Symlink(outside, link))
 		got, err := readAttr(link)
 		require.ErrorIs(t, err, unix.ELOOP)
-		require.ErrorContains(t, err, "open "+link)
+		require.ErrorContains(t, err, "open "+link+": a symlink, not followed")
 		require.Empty(t, got)
 	})
 	t.Run("not regular", func(t *testing.T) {
@@ -352,7 +352,7 @@ func TestResolverDescriptorPinsDirectory(t *testing.T) {
 	require.ErrorIs(t, err, unix.EINVAL, "attr is no link: %q", target)
 
 	r.close()
-	require.False(t, r.cache[a].hasFD)
+	require.Empty(t, r.cache, "no entry outlives its descriptor")
 	got, err = r.readAttr(a + "/attr")
 	require.NoError(t, err)
 	require.Equal(t, "other\n", got, "without descriptors the path is asked")
