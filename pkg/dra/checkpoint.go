@@ -53,13 +53,20 @@ type PreparedClaim struct {
 // the fields it does not know and checks Checksum only; and a file an
 // earlier version wrote (no FullChecksum, none of the added fields)
 // loads here.
+//
+// FullChecksum is frozen to version 1's fields plus Resource: this
+// version checks it over the fields it knows, so a field added after
+// Resource must not go under it (this version, after a rollback, would
+// call the file corrupt and fail every prepare and unprepare). A later
+// field gets a checksum of its own, or the format a new version.
 type checkpoint struct {
 	Version int                      `json:"version"`
 	Claims  map[string]PreparedClaim `json:"claims"`
 	// Checksum is the SHA-256 of the JSON of Claims without the added
 	// fields.
 	Checksum string `json:"checksum"`
-	// FullChecksum is the SHA-256 of the JSON of Claims.
+	// FullChecksum is the SHA-256 of the JSON of Claims: version 1's
+	// fields and Resource, no later ones.
 	FullChecksum string `json:"fullChecksum,omitempty"`
 }
 
