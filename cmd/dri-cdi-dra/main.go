@@ -19,8 +19,10 @@ func main() {
 	os.Exit(daemon.Main(dra.NewFlagSet, func(ctx context.Context, o dra.RunOptions, log *logrus.Logger) error {
 		o.Agent.Log, o.Agent.Version = logrus.NewEntry(log).WithField("version", version.Version), version.Version
 		// The kubelet plugin helper and client-go log with klog.
-		klogs := dra.Logger(o.Agent.Log.WithField("component", "kubeletplugin"))
-		klog.SetLogger(klogs)
+		klogs, err := dra.RouteKlog(o.Agent.Log.WithField("component", "kubeletplugin"))
+		if err != nil {
+			return err
+		}
 		return dra.Run(klog.NewContext(ctx, klogs), o)
 	}))
 }

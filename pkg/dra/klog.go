@@ -1,11 +1,14 @@
 package dra
 
 import (
+	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/sirupsen/logrus"
+	"k8s.io/klog/v2"
 )
 
 // Logger returns a logr.Logger that writes through log. The kubelet
@@ -20,6 +23,33 @@ import (
 // names (WithName) are joined with "/" into the field "logger".
 func Logger(log *logrus.Entry) logr.Logger {
 	return logr.New(&logrusSink{entry: log})
+}
+
+// RouteKlog makes Logger(log) klog's logger, for klog's functions and for
+// loggers taken from a context, and sets klog's verbosity from log's
+// level (Debug: 4, Trace: 9, else 0). klog filters its global V(n) calls
+// (client-go's) by its own verbosity before a logger sees them, so
+// without it those lines would be dropped even at --log-level debug.
+// klog's state is global: call it once, before anything logs.
+func RouteKlog(log *logrus.Entry) (logr.Logger, error) {
+	var fs flag.FlagSet
+	klog.InitFlags(&fs)
+	if err := fs.Set("v", strconv.Itoa(klogVerbosity(log.Logger.GetLevel()))); err != nil {
+		return logr.Logger{}, fmt.Errorf("klog verbosity: %w", err)
+	}
+	l := Logger(log)
+	klog.SetLoggerWithOptions(l, klog.ContextualLogger(true))
+	return l, nil
+}
+
+func klogVerbosity(level logrus.Level) int {
+	switch {
+	case level >= logrus.TraceLevel:
+		return 9
+	case level >= logrus.DebugLevel:
+		return 4
+	}
+	return 0
 }
 
 type logrusSink struct {

@@ -2,8 +2,11 @@ package dra
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -79,22 +82,49 @@ func TestLogger(t *testing.T) {
 	require.Equal(t, []any{"debug", "trace"}, levels)
 }
 
-// TestLoggerAsKlogs checks the route dri-cdi-dra sets up: klog's global
-// and contextual logging end in the logrus logger.
-func TestLoggerAsKlogs(t *testing.T) {
-	entry, lines := jsonLines(t, logrus.InfoLevel)
-	klog.SetLogger(Logger(entry))
-	t.Cleanup(klog.ClearLogger)
+// TestRouteKlog checks the route dri-cdi-dra sets up: klog's global and
+// contextual logging end in the logrus logger, and klog's own verbosity
+// follows the logger's level, so client-go's klog.V(n) lines reach it.
+func TestRouteKlog(t *testing.T) {
+	for _, tc := range []struct {
+		level logrus.Level
+		want  []string // messages that arrive, in order
+	}{
+		{logrus.InfoLevel, []string{"from klog", "from contextual"}},
+		{logrus.DebugLevel, []string{"from klog", "from contextual", "klog V(2)", "klog V(4)", "contextual V(2)"}},
+		{logrus.TraceLevel, []string{"from klog", "from contextual", "klog V(2)", "klog V(4)", "klog V(6)", "contextual V(2)", "contextual V(6)"}},
+	} {
+		t.Run(tc.level.String(), func(t *testing.T) {
+			entry, lines := jsonLines(t, tc.level)
+			_, err := RouteKlog(entry)
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				klog.ClearLogger()
+				var fs flag.FlagSet
+				klog.InitFlags(&fs)
+				require.NoError(t, fs.Set("v", "0"))
+			})
 
-	klog.InfoS("from klog", "node", "node-a")
-	klog.Background().WithName("kubeletplugin").Info("from contextual", "driver", DriverName)
-	got := withoutTime(lines())
-	require.Len(t, got, 2, got)
-	require.Equal(t, "from klog", got[0]["msg"])
-	require.Equal(t, "node-a", got[0]["node"])
-	require.Equal(t, "from contextual", got[1]["msg"])
-	require.Equal(t, DriverName, got[1]["driver"])
-	require.Equal(t, "kubeletplugin", got[1]["logger"])
+			klog.InfoS("from klog", "node", "node-a")
+			contextual := klog.FromContext(context.Background()).WithName("kubeletplugin")
+			contextual.Info("from contextual", "driver", DriverName)
+			for _, v := range []klog.Level{2, 4, 6} {
+				klog.V(v).InfoS(fmt.Sprintf("klog V(%d)", v))
+			}
+			contextual.V(2).Info("contextual V(2)")
+			contextual.V(6).Info("contextual V(6)")
+
+			got := withoutTime(lines())
+			var msgs []string
+			for _, l := range got {
+				msgs = append(msgs, l["msg"].(string))
+			}
+			require.Equal(t, tc.want, msgs)
+			require.Equal(t, "node-a", got[0]["node"])
+			require.Equal(t, DriverName, got[1]["driver"])
+			require.Equal(t, "kubeletplugin", got[1]["logger"])
+		})
+	}
 }
 
 func withoutTime(lines []map[string]any) []map[string]any {
