@@ -14,18 +14,13 @@ import (
 	"github.com/sirupsen/logrus"
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/dri-cdi/dri-cdi/pkg/atomicfile"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
 // FileMode is the mode of every spec file: runtimes and operators read
 // them, only the agent writes them.
 const FileMode fs.FileMode = 0o644
-
-// tmpMarker is part of every temporary file name. Temporary files start
-// with a dot and end in ".tmp-<random>", so their extension is never
-// .yaml or .json: a runtime's CDI cache watching the directory ignores
-// them and only ever loads the renamed, complete file.
-const tmpMarker = ".tmp-"
 
 // Option changes how a Writer works.
 type Option func(*Writer)
@@ -125,7 +120,7 @@ func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
 	for _, e := range entries {
 		name := e.Name()
 		switch {
-		case strings.HasPrefix(name, "."+w.prefix) && strings.Contains(name, FileExt+tmpMarker):
+		case strings.HasPrefix(name, "."+w.prefix) && strings.Contains(name, FileExt+atomicfile.TempMarker):
 			// A temporary file left by a crash between create and rename.
 			if err := w.remove(name); err != nil {
 				errs = append(errs, err)
@@ -144,8 +139,8 @@ func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
 	}
 
 	if changed {
-		if err := syncDir(w.dir); err != nil {
-			errs = append(errs, err)
+		if err := atomicfile.SyncDir(w.dir); err != nil {
+			errs = append(errs, fmt.Errorf("CDI spec dir: %w", err))
 		}
 	}
 	return changed, errors.Join(errs...)
@@ -181,39 +176,17 @@ func (w *Writer) write(f File) (bool, error) {
 		}
 	}
 
-	tmp, err := os.CreateTemp(w.dir, "."+f.Name+tmpMarker+"*")
+	// The directory is synced once per Sync, after every file.
+	err := atomicfile.Write(path, f.Data, FileMode, atomicfile.WithoutDirSync(), atomicfile.WithCheck(func(tmp string) error {
+		// Load the bytes about to be installed exactly as a runtime's
+		// CDI cache will (ReadSpec parses strictly and validates).
+		if _, err := cdilib.ReadSpec(tmp, 0); err != nil {
+			return fmt.Errorf("rejected by the CDI library: %w", err)
+		}
+		return nil
+	}))
 	if err != nil {
-		return false, fmt.Errorf("write CDI spec %s: %w", path, err)
-	}
-	tmpPath := tmp.Name()
-	fail := func(err error) (bool, error) {
-		_ = tmp.Close()
-		_ = os.Remove(tmpPath)
-		return false, fmt.Errorf("write CDI spec %s: %w", path, err)
-	}
-	if _, err := tmp.Write(f.Data); err != nil {
-		return fail(err)
-	}
-	// Explicit chmod: CreateTemp makes 0600 files and the umask must not
-	// decide who can read the specs.
-	if err := tmp.Chmod(FileMode); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fail(err)
-	}
-	// Load the bytes about to be installed exactly as a runtime's CDI
-	// cache will (ReadSpec parses strictly and validates the spec).
-	if _, err := cdilib.ReadSpec(tmpPath, 0); err != nil {
-		return fail(fmt.Errorf("rejected by the CDI library: %w", err))
-	}
-	// rename(2) replaces the old file in one step: a reader opens either
-	// the old or the new content, never a mix or a short file.
-	if err := os.Rename(tmpPath, path); err != nil {
-		return fail(err)
+		return false, fmt.Errorf("CDI spec: %w", err)
 	}
 	return true, nil
 }
@@ -222,19 +195,6 @@ func (w *Writer) remove(name string) error {
 	path := filepath.Join(w.dir, name)
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove CDI spec %s: %w", path, err)
-	}
-	return nil
-}
-
-// syncDir makes renames and removals in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync CDI spec dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync CDI spec dir %s: %w", dir, err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/dri-cdi/dri-cdi/cdi/cditest"
+	"github.com/dri-cdi/dri-cdi/pkg/atomicfile"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -235,7 +236,7 @@ func TestWriterErrors(t *testing.T) {
 				return newTestWriter(t, dir)
 			},
 			cards: []drm.Card{i915("0000:00:02.0", 0, 128)},
-			want:  []string{"write CDI spec ", "dri-cdi.dev-gpu_all.yaml: "},
+			want:  []string{"CDI spec: write ", "dri-cdi.dev-gpu_all.yaml: "},
 		},
 		"dir is a file": {
 			setup: func(t *testing.T, dir string) *Writer {
@@ -276,7 +277,7 @@ func TestWriterPartialFailureStillWritesOthers(t *testing.T) {
 	require.FileExists(t, filepath.Join(dir, "dri-cdi.dev-gpu_0000-00-02.0.yaml"))
 	// No temporary file is left behind.
 	for n := range cditest.DirFiles(t, dir) {
-		require.NotContains(t, n, tmpMarker)
+		require.NotContains(t, n, atomicfile.TempMarker)
 	}
 }
 

@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
+
+	"github.com/dri-cdi/dri-cdi/pkg/atomicfile"
 )
 
 // CheckpointFile is the name of the checkpoint in the plugin data dir.
@@ -136,9 +137,13 @@ func loadCheckpoint(path string) (map[string]PreparedClaim, error) {
 	return cp.Claims, nil
 }
 
-// saveCheckpoint writes claims to path atomically: a temporary file in
-// the same directory, synced, renamed over path, and the directory
-// synced, so a crash leaves the old or the new checkpoint, never a mix.
+// checkpointMode keeps the checkpoint readable by root only: it names
+// every prepared claim of the node.
+const checkpointMode = 0o600
+
+// saveCheckpoint writes claims to path through the one atomic writer
+// (pkg/atomicfile), so a crash leaves the old or the new checkpoint,
+// never a mix, and a save that returns nil is durable.
 func saveCheckpoint(path string, claims map[string]PreparedClaim) error {
 	base, err := claimsSum(claims, true)
 	if err != nil {
@@ -152,29 +157,10 @@ func saveCheckpoint(path string, claims map[string]PreparedClaim) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write checkpoint %q: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // fails harmlessly after the rename
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("write checkpoint %q: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
+	// A directory that cannot be synced fails the save: the kubelet
+	// must not get an answer before the record of it survives a crash.
+	if err := atomicfile.Write(path, b, checkpointMode); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
 }
