@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -64,15 +65,9 @@ func run(ctx context.Context, o nri.Options, log *logrus.Entry) error {
 		if err != nil {
 			return err
 		}
-		served := make(chan struct{})
-		go func() {
-			defer close(served)
-			h := metrics.Handler(met.Registry(), metrics.Health{Ready: plugin.Ready(store)})
-			if err := metrics.Serve(ctx, l, h, log.WithField("component", "metrics")); err != nil {
-				log.WithError(err).Error("metrics server failed")
-			}
-		}()
-		defer func() { <-served }()
+		var served sync.WaitGroup
+		defer served.Wait()
+		metrics.Start(ctx, &served, l, metrics.Handler(met.Registry(), metrics.Health{Ready: plugin.Ready(store)}), log.WithField("component", "metrics"))
 	}
 	watched := make(chan error, 1)
 	go func() { watched <- store.Watch(ctx) }()

@@ -228,14 +228,8 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 
 	if ln != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := metrics.Handler(a.met.Registry, metrics.Health{Ready: a.Ready, Warnings: a.paths.Warnings})
-			if err := metrics.Serve(ctx, ln, h, a.log.WithField("component", "metrics")); err != nil {
-				a.log.WithError(err).Error("metrics server failed")
-			}
-		}()
+		h := metrics.Handler(a.met.Registry, metrics.Health{Ready: a.Ready, Warnings: a.paths.Warnings})
+		metrics.Start(ctx, &wg, ln, h, a.log.WithField("component", "metrics"))
 	}
 
 	// Watch before the first discovery, so that no change between the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,4 +101,18 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler, log *logrus.Entr
 	_ = srv.Close()
 	<-errc
 	return nil
+}
+
+// Start runs Serve on its own goroutine, counted in wg, and logs its
+// failure: the one way each daemon serves its metrics and health
+// endpoints next to its real work. A failed metrics server does not stop
+// the daemon; the liveness probe on /healthz notices it.
+func Start(ctx context.Context, wg *sync.WaitGroup, l net.Listener, h http.Handler, log *logrus.Entry) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := Serve(ctx, l, h, log); err != nil {
+			log.WithError(err).Error("metrics server failed")
+		}
+	}()
 }
