@@ -97,7 +97,12 @@ func FileName(kind, device string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return prefix + strings.ReplaceAll(device, ":", "-") + FileExt, nil
+	return fileName(prefix, device), nil
+}
+
+// fileName is FileName with the prefix of the kind already known.
+func fileName(prefix, device string) string {
+	return prefix + strings.ReplaceAll(device, ":", "-") + FileExt
 }
 
 // Generate returns the spec files for cards: one file per card with one
@@ -133,7 +138,7 @@ func Generate(kind string, cards []drm.Card) ([]File, error) {
 		if err := validateCardID(c.ID); err != nil {
 			return nil, err
 		}
-		name := prefix + strings.ReplaceAll(c.ID, ":", "-") + FileExt
+		name := fileName(prefix, c.ID)
 		if other, dup := owner[name]; dup {
 			if other == c.ID {
 				return nil, fmt.Errorf("%w %q: listed twice", ErrInvalidCard, c.ID)
@@ -172,7 +177,7 @@ func Generate(kind string, cards []drm.Card) ([]File, error) {
 		}
 	}
 	if len(all) > 0 { // every card unavailable: no AllDevice
-		f, err := newFile(kind, prefix+AllDevice+FileExt, AllDevice, specs.ContainerEdits{DeviceNodes: all})
+		f, err := newFile(kind, fileName(prefix, AllDevice), AllDevice, specs.ContainerEdits{DeviceNodes: all})
 		if err != nil {
 			return nil, fmt.Errorf("device %q: %w", AllDevice, err)
 		}

@@ -127,17 +127,7 @@ func (r *Reconciler) addPinned(pools []config.Pool, next map[string]known) []con
 			i = len(pools) - 1
 		}
 		pools[i].Cards = append(pools[i].Cards, k.card)
-		slices.SortFunc(pools[i].Cards, func(a, b drm.Card) int { return cmpID(a.ID, b.ID) })
+		slices.SortFunc(pools[i].Cards, byID)
 	}
 	return pools
-}
-
-func cmpID(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
