@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/nri"
-	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/cli"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
 
@@ -114,7 +114,7 @@ func flagNames(fs *flag.FlagSet) []string {
 func TestBinaryFlagsDocumented(t *testing.T) {
 	doc := readDoc(t, "configuration.md")
 	for heading, fs := range map[string]*flag.FlagSet{
-		"dri-cdi-agent flags": agent.NewFlagSet(&agent.Options{}, &logging.Flags{}),
+		"dri-cdi-agent flags": deviceplugin.NewFlagSet(&deviceplugin.RunOptions{}, &logging.Flags{}),
 		"dri-cdi-nri flags":   nri.NewFlagSet(&nri.Options{}, &logging.Flags{}),
 	} {
 		// The binary's own page has the table too.

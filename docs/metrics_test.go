@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/nri"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
 
@@ -42,9 +43,12 @@ func requireMetricsDocumented(t *testing.T, page, heading, prefix string, reg *p
 }
 
 // TestAgentMetricsDocumented checks the agent section of metrics.md
-// against the metrics the agent registers.
+// against the metrics dri-cdi-agent registers: the discovery and spec
+// loop's and the device plugin's.
 func TestAgentMetricsDocumented(t *testing.T) {
-	requireMetricsDocumented(t, "metrics.md", "dri-cdi-agent", "dri_cdi_agent_", metrics.NewAgent("test").Registry)
+	loop := metrics.NewAgent("test")
+	deviceplugin.NewMetrics(loop)
+	requireMetricsDocumented(t, "metrics.md", "dri-cdi-agent", "dri_cdi_agent_", loop.Registry)
 }
 
 // TestNRIMetricsDocumented checks metrics-nri.md against the metrics the

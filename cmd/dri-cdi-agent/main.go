@@ -8,14 +8,14 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/daemon"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
 
 func main() {
-	os.Exit(daemon.Main(agent.NewFlagSet, func(ctx context.Context, o agent.Options, log *logrus.Logger) error {
-		o.Log, o.Version = logrus.NewEntry(log).WithField("version", version.Version), version.Version
-		return agent.Run(ctx, o)
+	os.Exit(daemon.Main(deviceplugin.NewFlagSet, func(ctx context.Context, o deviceplugin.RunOptions, log *logrus.Logger) error {
+		o.Agent.Log, o.Agent.Version = logrus.NewEntry(log).WithField("version", version.Version), version.Version
+		return deviceplugin.Run(ctx, o)
 	}))
 }

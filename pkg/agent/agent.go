@@ -15,7 +15,6 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
-	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
@@ -44,19 +43,15 @@ const (
 	echoDelay = 100 * time.Millisecond
 )
 
-// Options configure the agent. Run checks them before it touches
-// anything.
+// Options configure the discovery and spec loop, the part dri-cdi-agent
+// and dri-cdi-dra share. New checks them before it touches anything.
 type Options struct {
 	// Roots are the sysfs and dev trees discovery reads.
 	Roots drm.Roots
 	// CDIDir receives the CDI spec files.
 	CDIDir string
-	// KubeletDir is the kubelet's device-plugins dir.
-	KubeletDir string
 	// ConfigPath is the YAML config; empty means config.Default().
 	ConfigPath string
-	// Delivery is cdi-cri, nri or device-specs.
-	Delivery string
 	// MetricsAddr serves /metrics, /healthz and /readyz; empty disables.
 	MetricsAddr string
 	// ResyncInterval is the period of the full rescan that backs up
@@ -67,27 +62,17 @@ type Options struct {
 	Debounce, MaxDelay time.Duration
 	// Version is reported by the build_info metric.
 	Version string
-	// Log receives the agent's logs.
+	// Log receives the loop's logs.
 	Log *logrus.Entry
-
-	// Instance overrides the random socket name suffix (tests).
-	Instance string
-	// OnMetricsListen, when set, is told the metrics address (tests that
-	// listen on port 0).
+	// OnMetricsListen, when set, is told the metrics address once the
+	// server listens (an embedder or a test that listens on port 0).
 	OnMetricsListen func(net.Addr)
-
-	// NewBackend, when set, replaces the device plugin manager: the same
-	// discovery, spec and reconcile loop then publishes to what it
-	// returns (the DRA kubelet plugin, pkg/dra), Delivery is not used,
-	// KubeletDir is only checked for existence, and nothing is read from
-	// or removed in the device-plugins dir. It is called after the config
-	// is loaded and before anything is written; met is the loop's metrics,
-	// whose registry the backend may add its own metrics to.
-	NewBackend func(cfg *config.Config, met *metrics.Agent) (Backend, error)
 }
 
-// Backend is where the loop publishes pools when it is not the device
-// plugin manager. Update is called from the loop's goroutine only.
+// Backend is where the loop publishes pools: the device plugin manager
+// (pkg/deviceplugin) or the DRA kubelet plugin (pkg/dra). main builds
+// one and hands it to Loop.Run; the loop never asks which it is. Update
+// is called from the loop's goroutine only.
 type Backend interface {
 	Publisher
 	// Ready is nil once the backend serves what it was last given
@@ -95,6 +80,24 @@ type Backend interface {
 	Ready() error
 	// Run serves until ctx ends; it is started after the first pass.
 	Run(ctx context.Context) error
+	// HostDirs are the host directories the backend needs; the loop
+	// warns (log and /readyz) while one is missing.
+	HostDirs() []HostDir
+}
+
+// HostDir is a host directory a backend needs, and what its absence
+// means for the node.
+type HostDir struct {
+	// Path of the directory.
+	Path string
+	// Missing says what follows when it does not exist.
+	Missing string
+}
+
+// Starter is a Backend with work to do once before the first pass (the
+// device plugin removes the sockets a crashed agent left).
+type Starter interface {
+	BeforeFirstPass()
 }
 
 // InUseReporter is a Backend that keeps, in a record that outlives the
@@ -112,67 +115,59 @@ type InUseReporter interface {
 	CardsInUse() (map[string]string, error)
 }
 
-// Run is dri-cdi-agent: it checks the options and the config, then
-// discovers the cards, writes their CDI specs, serves and registers one
-// device plugin per pool, and follows hotplug, driver binding and kubelet
-// restarts until ctx ends. An invalid option or config is returned before
-// any file is written or socket created.
-func Run(ctx context.Context, o Options) error {
-	log := o.Log
-	if log == nil {
-		return errors.New("no logger")
+// Loop is the discovery, spec and hotplug loop with its options checked
+// and its config loaded: what a backend is built from (Config, Metrics)
+// before Run hands the loop to it.
+type Loop struct {
+	opts   Options
+	cfg    *config.Config
+	writer *cdi.Writer
+	met    *metrics.Agent
+}
+
+// New checks the options and loads the config. An invalid option or
+// config is returned before any file is written or socket created.
+func New(o Options) (*Loop, error) {
+	if o.Log == nil {
+		return nil, errors.New("no logger")
 	}
 	cfg, err := config.Load(o.ConfigPath)
 	if err != nil {
-		return err
-	}
-	var delivery deviceplugin.Delivery
-	if o.NewBackend == nil {
-		if delivery, err = deviceplugin.ParseDelivery(o.Delivery); err != nil {
-			return err
-		}
+		return nil, err
 	}
 	if o.ResyncInterval <= 0 {
-		return fmt.Errorf("invalid resync interval %v: must be > 0", o.ResyncInterval)
+		return nil, fmt.Errorf("invalid resync interval %v: must be > 0", o.ResyncInterval)
 	}
-	for name, dir := range map[string]string{"sysfs root": o.Roots.Sysfs, "dev root": o.Roots.Dev, "CDI dir": o.CDIDir, "kubelet dir": o.KubeletDir} {
+	for name, dir := range map[string]string{"sysfs root": o.Roots.Sysfs, "dev root": o.Roots.Dev, "CDI dir": o.CDIDir} {
 		if dir == "" {
-			return fmt.Errorf("%s is empty", name)
+			return nil, fmt.Errorf("%s is empty", name)
 		}
 	}
-	kind := cfg.Kind()
-	writer, err := cdi.NewWriter(o.CDIDir, kind, cdi.WithLogger(log.WithField("component", "cdi")))
+	writer, err := cdi.NewWriter(o.CDIDir, cfg.Kind(), cdi.WithLogger(o.Log.WithField("component", "cdi")))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	met := metrics.NewAgent(o.Version)
-	var (
-		backend Backend
-		mgr     *deviceplugin.Manager
-		mode    string
-	)
-	if o.NewBackend != nil {
-		if backend, err = o.NewBackend(cfg, met); err != nil {
-			return err
-		}
-		mode = "backend"
-	} else {
-		mgr, err = deviceplugin.NewManager(deviceplugin.Options{
-			KubeletDir: o.KubeletDir,
-			Delivery:   delivery,
-			Name:       func(id string) string { return cdi.QualifiedName(kind, id) },
-			Instance:   o.Instance,
-			Log:        log,
-			Metrics:    met,
-		})
-		if err != nil {
-			return err
-		}
-		backend = deviceManager{Manager: mgr, kubeletDir: o.KubeletDir, served: cfg.ServesResource}
-		mode = string(delivery)
+	return &Loop{opts: o, cfg: cfg, writer: writer, met: metrics.NewAgent(o.Version)}, nil
+}
+
+// Config is the loaded config.
+func (l *Loop) Config() *config.Config { return l.cfg }
+
+// Metrics are the loop's metrics; a backend adds its own to their
+// Registry, so that one endpoint serves both.
+func (l *Loop) Metrics() *metrics.Agent { return l.met }
+
+// Run discovers the cards, writes their CDI specs, publishes them to
+// backend, and follows hotplug, driver binding and the backend's own
+// events until ctx ends or the backend fails for good.
+func (l *Loop) Run(ctx context.Context, backend Backend) error {
+	if backend == nil {
+		return errors.New("no backend")
 	}
+	o, log := l.opts, l.opts.Log
 	var ln net.Listener
 	if o.MetricsAddr != "" {
+		var err error
 		if ln, err = metrics.Listen(o.MetricsAddr); err != nil {
 			return err
 		}
@@ -181,17 +176,14 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	log.WithFields(logrus.Fields{
-		"sysfsRoot": o.Roots.Sysfs, "devRoot": o.Roots.Dev, "cdiDir": o.CDIDir, "cdiKind": kind,
-		"kubeletDir": o.KubeletDir, "delivery": mode, "pools": len(cfg.Pools), "defaultPools": cfg.DefaultPools,
+		"sysfsRoot": o.Roots.Sysfs, "devRoot": o.Roots.Dev, "cdiDir": o.CDIDir, "cdiKind": l.cfg.Kind(),
+		"pools": len(l.cfg.Pools), "defaultPools": l.cfg.DefaultPools,
 	}).Info("starting discovery and spec loop")
 
-	rec := NewReconciler(cfg, DiscoverFunc(func() (*drm.Inventory, error) { return drm.Discover(o.Roots) }),
-		writer, backend, log.WithField("component", "inventory"), met)
-	a := &agent{opts: o, rec: rec, mgr: mgr, backend: backend, met: met, log: log,
-		paths: newHostPaths(o.Roots.Sysfs, o.KubeletDir, log.WithField("component", "inventory"))}
-	if mgr == nil {
-		a.paths.kubeletWhat = "the kubelet's plugin registration directory is missing, so the plugin cannot register"
-	}
+	rec := NewReconciler(l.cfg, DiscoverFunc(func() (*drm.Inventory, error) { return drm.Discover(o.Roots) }),
+		l.writer, backend, log.WithField("component", "inventory"), l.met)
+	a := &agent{opts: o, rec: rec, backend: backend, met: l.met, log: log,
+		paths: newHostPaths(o.Roots.Sysfs, backend.HostDirs(), log.WithField("component", "inventory"))}
 	return a.run(ctx, ln)
 }
 
@@ -199,10 +191,8 @@ func Run(ctx context.Context, o Options) error {
 var errNotReady = errors.New("first discovery not done")
 
 type agent struct {
-	opts Options
-	rec  *Reconciler
-	// mgr is the device plugin manager, nil when a Backend replaces it.
-	mgr     *deviceplugin.Manager
+	opts    Options
+	rec     *Reconciler
 	backend Backend
 	met     *metrics.Agent
 	log     *logrus.Entry
@@ -252,8 +242,8 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 		uevents = u.Events()
 	}
 
-	if a.mgr != nil {
-		a.removeStaleSockets()
+	if s, ok := a.backend.(Starter); ok {
+		s.BeforeFirstPass()
 	}
 	unseeded := a.seedInUse()
 	start := time.Now()
@@ -264,11 +254,7 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 	a.warnUnlisted(unseeded)
 	a.met.Reconciled(time.Since(start))
 	a.ready.Store(true)
-	if a.mgr != nil {
-		a.log.WithField("resources", a.mgr.Resources()).Info("first sync done")
-	} else {
-		a.log.WithField("cards", a.rec.Advertised()).Info("first sync done")
-	}
+	a.log.WithField("cards", a.rec.Advertised()).Info("first sync done")
 
 	// A backend that fails for good ends the process: a plugin that
 	// cannot serve must not look alive to the DaemonSet.
@@ -289,14 +275,6 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("publisher: %w", err)
 	default:
 		return nil
-	}
-}
-
-// removeStaleSockets cleans up after a crashed agent: it leaves its
-// sockets, and the kubelet would keep dialing them.
-func (a *agent) removeStaleSockets() {
-	if _, err := a.mgr.RemoveStaleSockets(); err != nil {
-		a.log.WithError(err).Warn("cannot remove stale device plugin sockets")
 	}
 }
 

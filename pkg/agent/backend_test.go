@@ -3,18 +3,29 @@ package agent
 import (
 	"context"
 	"errors"
+	"net"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
-	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+	"github.com/dri-cdi/dri-cdi/pkg/logging/loggingtest"
 )
+
+const (
+	wait = 15 * time.Second
+	tick = 2 * time.Millisecond
+)
+
+func testEntry(t testing.TB) *logrus.Entry {
+	return loggingtest.New(t, logrus.TraceLevel)
+}
 
 // fakeBackend records what the loop publishes.
 type fakeBackend struct {
@@ -22,6 +33,64 @@ type fakeBackend struct {
 	updates [][]string
 	runErr  error
 	ran     chan struct{}
+	dirs    []HostDir
+}
+
+func (b *fakeBackend) HostDirs() []HostDir { return b.dirs }
+
+// running is a loop that runAgent serves until the test ends.
+type running struct {
+	metrics string // base URL of its metrics server
+	cancel  context.CancelFunc
+	done    chan error // Run's result
+}
+
+// runAgent runs the loop with o and backend b, its metrics server on a
+// free loopback port, until the test ends, when it must stop in time and
+// without an error. It returns once the metrics server listens. Left
+// unset, the CDI dir is a fresh temp dir and the full rescan an hour
+// away: the tests make their changes seen through the watchers.
+func runAgent(t *testing.T, o Options, b Backend) *running {
+	t.Helper()
+	if o.CDIDir == "" {
+		o.CDIDir = filepath.Join(t.TempDir(), "cdi")
+	}
+	if o.ResyncInterval == 0 {
+		o.ResyncInterval = time.Hour
+	}
+	addr := make(chan net.Addr, 1)
+	o.MetricsAddr, o.OnMetricsListen = "127.0.0.1:0", func(a net.Addr) { addr <- a }
+	loop, err := New(o)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- loop.Run(ctx, b) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-r.done:
+			require.NoError(t, err)
+		case <-time.After(wait):
+			t.Error("loop did not stop")
+		}
+	})
+	select {
+	case a := <-addr:
+		r.metrics = "http://" + a.String()
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		t.Fatalf("loop stopped: %v", err)
+	}
+	return r
+}
+
+// run is New then Run, for the tests that look at Run's result.
+func run(ctx context.Context, o Options, b Backend) error {
+	loop, err := New(o)
+	if err != nil {
+		return err
+	}
+	return loop.Run(ctx, b)
 }
 
 func (b *fakeBackend) Update(pools []config.Pool, _ map[string]bool) error {
@@ -57,21 +126,19 @@ func (b *fakeBackend) Run(ctx context.Context) error {
 	return nil
 }
 
-// With a Backend the loop publishes there, follows hotplug, writes the
-// specs, and leaves the kubelet's device-plugins dir alone.
+// The loop publishes to its Backend, follows hotplug, writes the specs,
+// and leaves the backend's host directories alone.
 func TestRunWithBackend(t *testing.T) {
 	tree := drmtest.MustBuild(t, drmtest.IntelIGPU)
 	kubelet, cdiDir := kubelettest.ShortDir(t), t.TempDir()
-	b := &fakeBackend{ran: make(chan struct{})}
+	b := &fakeBackend{ran: make(chan struct{}), dirs: []HostDir{{Path: kubelet, Missing: "x"}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Roots: tree.Roots(), CDIDir: cdiDir, KubeletDir: kubelet, ResyncInterval: time.Hour, Log: testEntry(t),
-			NewBackend: func(cfg *config.Config, met *metrics.Agent) (Backend, error) {
-				require.NotNil(t, met)
-				return b, nil
-			}})
-	}()
+	loop, err := New(Options{Roots: tree.Roots(), CDIDir: cdiDir, ResyncInterval: time.Hour, Log: testEntry(t)})
+	require.NoError(t, err)
+	require.NotNil(t, loop.Metrics().Registry, "a backend registers its metrics there")
+	require.NotNil(t, loop.Config())
+	go func() { done <- loop.Run(ctx, b) }()
 	<-b.ran
 	require.Equal(t, []string{"0000:00:02.0"}, b.last())
 	require.NoError(t, tree.Add(drmtest.IntelXe.WithNodes(1, 129)))
@@ -86,19 +153,16 @@ func TestRunWithBackend(t *testing.T) {
 	require.Empty(t, left)
 }
 
-// A backend that fails ends Run with its error; one that cannot be built
-// fails Run before a spec is written.
+// A backend that fails ends Run with its error; without a backend Run
+// fails before a spec is written.
 func TestRunEndsWhenTheBackendFails(t *testing.T) {
 	tree := drmtest.MustBuild(t, drmtest.IntelIGPU)
 	b := &fakeBackend{ran: make(chan struct{}), runErr: errors.New("gRPC server failed")}
-	err := Run(context.Background(), Options{Roots: tree.Roots(), CDIDir: t.TempDir(), KubeletDir: kubelettest.ShortDir(t), ResyncInterval: time.Hour, Log: testEntry(t),
-		NewBackend: func(*config.Config, *metrics.Agent) (Backend, error) { return b, nil }})
+	err := run(context.Background(), Options{Roots: tree.Roots(), CDIDir: t.TempDir(), ResyncInterval: time.Hour, Log: testEntry(t)}, b)
 	require.EqualError(t, err, "publisher: gRPC server failed")
 
 	cdiDir := filepath.Join(t.TempDir(), "cdi")
-	err = Run(context.Background(), Options{Roots: tree.Roots(), CDIDir: cdiDir, KubeletDir: kubelettest.ShortDir(t), ResyncInterval: time.Hour, Log: testEntry(t),
-		Delivery:   "not checked with a backend",
-		NewBackend: func(*config.Config, *metrics.Agent) (Backend, error) { return nil, errors.New("no node name") }})
-	require.EqualError(t, err, "no node name")
+	err = run(context.Background(), Options{Roots: tree.Roots(), CDIDir: cdiDir, ResyncInterval: time.Hour, Log: testEntry(t)}, nil)
+	require.EqualError(t, err, "no backend")
 	require.NoDirExists(t, cdiDir)
 }

@@ -4,25 +4,8 @@ import (
 	"flag"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
-	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
-	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
-	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
-
-// NewFlagSet returns the command line of dri-cdi-agent: its flags write
-// into o and log, with the defaults docs/agent.md lists, and each says
-// its environment variable (flagenv.Prefix). Parsing errors are returned
-// (flag.ContinueOnError).
-func NewFlagSet(o *Options, log *logging.Flags) *flag.FlagSet {
-	fs := flag.NewFlagSet("dri-cdi-agent", flag.ContinueOnError)
-	RegisterCardFlags(fs, o, ":9470")
-	fs.StringVar(&o.KubeletDir, "kubelet-dir", deviceplugin.DefaultKubeletDir, "kubelet device-plugins directory (kubelet.sock)")
-	fs.StringVar(&o.Delivery, "delivery", string(deviceplugin.DeliveryCDICRI), "how Allocate hands devices over: cdi-cri, nri or device-specs")
-	log.Register(fs)
-	flagenv.Usage(fs, flagenv.Prefix)
-	return fs
-}
 
 // RegisterCardFlags registers into fs the flags of o that dri-cdi-agent
 // and dri-cdi-dra share, since both discover the cards and write their

@@ -15,25 +15,24 @@ import (
 
 // hostPaths checks the host directories the agent runs without but does
 // nothing useful without: <sysfs>/class/drm, which the kernel creates when
-// a DRM driver loads, and the kubelet's device plugin directory. Neither
-// is an error: a node without a GPU is normal, and the kubelet may create
-// its directory later. But an agent that is Ready and logs only
-// "first sync done resources=[]" hides a wrong --sysfs-root or
-// --kubelet-dir, so each missing directory is logged as a warning when it
-// goes missing, and /readyz names it.
+// a DRM driver loads, and the directories the backend needs
+// (Backend.HostDirs: the kubelet's device plugin or plugin registration
+// directory). None is an error: a node without a GPU is normal, and the
+// kubelet may create its directory later. But an agent that is Ready and
+// logs only "first sync done cards=[]" hides a wrong --sysfs-root or
+// kubelet directory, so each missing directory is logged as a warning
+// when it goes missing, and /readyz names it.
 type hostPaths struct {
-	sysfs, kubeletDir string
-	// kubeletWhat says what a missing kubeletDir means; empty is the
-	// device plugin's text.
-	kubeletWhat string
-	log         *logrus.Entry
+	sysfs string
+	dirs  []HostDir
+	log   *logrus.Entry
 
 	mu       sync.Mutex
 	warnings []string
 }
 
-func newHostPaths(sysfs, kubeletDir string, log *logrus.Entry) *hostPaths {
-	return &hostPaths{sysfs: sysfs, kubeletDir: kubeletDir, log: log}
+func newHostPaths(sysfs string, dirs []HostDir, log *logrus.Entry) *hostPaths {
+	return &hostPaths{sysfs: sysfs, dirs: dirs, log: log}
 }
 
 // check looks at the directories again, logs what changed since the last
@@ -44,10 +43,10 @@ func (h *hostPaths) check() {
 	if err := isDir(drmClass); err != nil {
 		now = append(now, fmt.Sprintf("%s: %v: no DRM driver is loaded on this node, or --sysfs-root is not the host's sysfs; nothing is advertised until a GPU driver loads", drmClass, err))
 	}
-	if err := isDir(h.kubeletDir); err != nil && h.kubeletWhat != "" {
-		now = append(now, fmt.Sprintf("%s: %v: %s", h.kubeletDir, err, h.kubeletWhat))
-	} else if err != nil {
-		now = append(now, fmt.Sprintf("%s: %v: the kubelet's device plugin directory (--kubelet-dir) is missing, so no resource can be registered; the kubelet creates it when it starts", h.kubeletDir, err))
+	for _, d := range h.dirs {
+		if err := isDir(d.Path); err != nil {
+			now = append(now, fmt.Sprintf("%s: %v: %s", d.Path, err, d.Missing))
+		}
 	}
 
 	h.mu.Lock()

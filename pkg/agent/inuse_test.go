@@ -13,9 +13,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
-	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
-	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
 
 // heldBackend is a Backend that records the cards in use
@@ -49,8 +47,7 @@ func (b *heldBackend) lastUnhealthy() map[string]bool {
 func runHeld(t *testing.T, tree *drmtest.Tree, b *heldBackend, log *logrus.Entry) (cdiDir string) {
 	t.Helper()
 	cdiDir = t.TempDir()
-	runAgent(t, Options{Roots: tree.Roots(), CDIDir: cdiDir, KubeletDir: kubelettest.ShortDir(t), Log: log,
-		NewBackend: func(*config.Config, *metrics.Agent) (Backend, error) { return b, nil }})
+	runAgent(t, Options{Roots: tree.Roots(), CDIDir: cdiDir, Log: log}, b)
 	select {
 	case <-b.ran:
 	case <-time.After(wait):

@@ -1,43 +1,13 @@
 package agent
 
 import (
-	"errors"
-	"io/fs"
 	"path/filepath"
 	"slices"
 
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
-	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
-	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 )
-
-// allocatedCards reads the kubelet's device manager checkpoint in dir
-// and returns, for every card allocated to some container under a
-// resource served reports true for, that resource. A missing checkpoint
-// holds nothing.
-func allocatedCards(dir string, served func(string) bool) (map[string]string, error) {
-	cp, err := kubeletcheckpoint.ReadFile(filepath.Join(dir, kubeletcheckpoint.FileName))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, e := range cp.Entries {
-		if !served(e.ResourceName) {
-			continue
-		}
-		for _, id := range e.DeviceIDs {
-			if card := alloc.CardID(id); card != "" && alloc.ValidCardID(card) == nil {
-				out[card] = e.ResourceName
-			}
-		}
-	}
-	return out, nil
-}
 
 // parentDevice returns the sysfs device of a card ID when it exists: a
 // PCI function (/sys/bus/pci/devices/<id>) or a platform device
@@ -88,20 +58,6 @@ func (r *Reconciler) SeedUnbound(held map[string]string, sysfs string) (seeded, 
 	slices.Sort(seeded)
 	slices.Sort(unseeded)
 	return seeded, unseeded
-}
-
-// deviceManager is the device plugin manager as the loop's Backend; the
-// cards in use are those the kubelet's device manager checkpoint records
-// as allocated under a resource the config serves.
-type deviceManager struct {
-	*deviceplugin.Manager
-	kubeletDir string
-	served     func(resource string) bool
-}
-
-// CardsInUse reads the kubelet's checkpoint (InUseReporter).
-func (m deviceManager) CardsInUse() (map[string]string, error) {
-	return allocatedCards(m.kubeletDir, m.served)
 }
 
 // addPinned puts every unhealthy card whose pool came from the backend's

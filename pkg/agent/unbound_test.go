@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,28 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
-	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 )
-
-// writeCheckpoint writes a kubelet device manager checkpoint in the
-// v1.37 format with the given allocations (resource -> device IDs).
-func writeCheckpoint(t *testing.T, dir string, allocs map[string][]string) {
-	t.Helper()
-	type entry struct {
-		PodUID, ContainerName, ResourceName string
-		DeviceIDs                           map[string][]string
-		AllocResp                           []byte
-	}
-	var entries []entry
-	for res, ids := range allocs {
-		entries = append(entries, entry{PodUID: "uid-1", ContainerName: "app", ResourceName: res,
-			DeviceIDs: map[string][]string{"-1": ids}, AllocResp: []byte("{}")})
-	}
-	data := map[string]any{"Data": map[string]any{"PodDeviceEntries": entries, "RegisteredDevices": map[string][]string{}}, "Checksum": 1}
-	b, err := jsonMarshal(data)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, kubeletcheckpoint.FileName), b, 0o600))
-}
 
 // pciDevice creates <sysfs>/devices/.../<id> and the bus link to it.
 func pciDevice(t *testing.T, sysfs, id string) string {
@@ -50,19 +28,17 @@ func pciDevice(t *testing.T, sysfs, id string) string {
 // and cards of resources not served are left alone.
 func TestSeedUnboundCardAtStart(t *testing.T) {
 	r, host, rec := newTestReconciler(t, config.Default())
-	kubelet, sysfs := t.TempDir(), t.TempDir()
+	sysfs := t.TempDir()
 	x := gpu("0000:01:00.0", "i915", 0)
 	y := gpu("0000:02:00.0", "i915", 1)
 	x.SysfsPath = pciDevice(t, sysfs, x.ID)
-	writeCheckpoint(t, kubelet, map[string][]string{
-		"dri-cdi.dev/i915":    {x.ID, "0000:09:00.0"}, // 09: its device is gone
-		"example.com/foreign": {"0000:05:00.0"},
-	})
-	pciDevice(t, sysfs, "0000:05:00.0")
+	// What the device plugin's backend reads from the kubelet's
+	// checkpoint (deviceplugin's TestCardsInUseFromTheKubeletCheckpoint).
+	held := map[string]string{x.ID: "dri-cdi.dev/i915", "0000:09:00.0": "dri-cdi.dev/i915"} // 09: its device is gone
 	host.plug(y)
 	host.sysfs[x.SysfsPath] = true
 
-	seeded := seedFromKubelet(t, r, kubelet, sysfs)
+	seeded := seed(t, r, held, sysfs)
 	require.Equal(t, []string{x.ID}, seeded)
 
 	requirePass(t, r, rec, "startup",
@@ -84,13 +60,12 @@ func TestSeedUnboundCardAtStart(t *testing.T) {
 // present, and the card leaves when its device goes.
 func TestSeedUnboundAloneAndRemoved(t *testing.T) {
 	r, host, rec := newTestReconciler(t, config.Default())
-	kubelet, sysfs := t.TempDir(), t.TempDir()
+	sysfs := t.TempDir()
 	id := "0000:01:00.0"
 	path := pciDevice(t, sysfs, id)
-	writeCheckpoint(t, kubelet, map[string][]string{"dri-cdi.dev/xe": {id + "::1"}})
 	host.sysfs[path] = true
 
-	seedFromKubelet(t, r, kubelet, sysfs)
+	seed(t, r, map[string]string{id: "dri-cdi.dev/xe"}, sysfs)
 	requirePass(t, r, rec, "startup",
 		"specs 0000:01:00.0(no nodes)",
 		"pools dri-cdi.dev/xe=0000:01:00.0(unhealthy)",
@@ -104,26 +79,13 @@ func TestSeedUnboundAloneAndRemoved(t *testing.T) {
 	)
 }
 
-// seedFromKubelet seeds r with what the device plugin's backend reads
-// from the kubelet's checkpoint in kubelet, as Run does.
-func seedFromKubelet(t *testing.T, r *Reconciler, kubelet, sysfs string) []string {
+// seed seeds r with held, the cards in use a backend reports, as Run
+// does; every held card names a served resource.
+func seed(t *testing.T, r *Reconciler, held map[string]string, sysfs string) []string {
 	t.Helper()
-	held, err := deviceManager{kubeletDir: kubelet, served: r.cfg.ServesResource}.CardsInUse()
-	require.NoError(t, err)
 	seeded, unseeded := r.SeedUnbound(held, sysfs)
-	require.Empty(t, unseeded, "the kubelet's checkpoint names every card's served resource")
+	require.Empty(t, unseeded)
 	return seeded
-}
-
-func TestSeedUnboundCheckpointErrors(t *testing.T) {
-	dir := t.TempDir()
-	m := deviceManager{kubeletDir: dir, served: config.Default().ServesResource}
-	held, err := m.CardsInUse()
-	require.NoError(t, err, "no checkpoint: nothing in use")
-	require.Empty(t, held)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, kubeletcheckpoint.FileName), []byte("{garbage"), 0o600))
-	_, err = m.CardsInUse()
-	require.ErrorContains(t, err, "kubelet checkpoint "+filepath.Join(dir, kubeletcheckpoint.FileName))
 }
 
 // Of the held cards, those of an unknown resource or one the config does
@@ -149,5 +111,3 @@ func TestSeedUnboundFilters(t *testing.T) {
 		"pools dri-cdi.dev/i915=0000:01:00.0(unhealthy)",
 	)
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -74,7 +74,7 @@ func BenchmarkAllocateHandler(b *testing.B) {
 	for i := range cards {
 		cards[i] = testCard(fmt.Sprintf("0000:%02x:00.0", i+1), uint32(i), i%2)
 	}
-	p := &plugin{resource: res, delivery: DeliveryCDICRI, log: logrus.NewEntry(logrus.New()), metrics: metrics.NewAgent("bench")}
+	p := &plugin{resource: res, delivery: DeliveryCDICRI, log: logrus.NewEntry(logrus.New()), metrics: NewMetrics(metrics.NewAgent("bench"))}
 	p.setState(buildState(pool(res, 1, cards...), nil, DeliveryCDICRI, testName))
 	req := &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{cards[3].ID, cards[7].ID}}}}
 	for b.Loop() {

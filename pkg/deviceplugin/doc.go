@@ -40,4 +40,15 @@
 // loses all its cards keeps serving an empty list. On shutdown the
 // streams end without a last message, so the kubelet never receives an
 // empty list because the agent stops.
+//
+// # dri-cdi-agent
+//
+// Run is dri-cdi-agent: it builds the discovery and spec loop
+// (pkg/agent), then a Backend for it, and runs the loop with that
+// backend. The Backend owns what only the device plugin needs: the
+// Manager, the removal of sockets a crashed agent left (before the first
+// pass), the warning while the kubelet's device plugin directory is
+// missing, the cards in use from the kubelet's device manager checkpoint,
+// and its metrics (Metrics, next to the loop's in one registry). The flags
+// are NewFlagSet's.
 package deviceplugin

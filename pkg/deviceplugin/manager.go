@@ -21,7 +21,6 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
-	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
 
@@ -65,7 +64,7 @@ type Options struct {
 	// Log receives the manager's logs.
 	Log *logrus.Entry
 	// Metrics may be nil.
-	Metrics *metrics.Agent
+	Metrics *Metrics
 }
 
 // Manager runs one device plugin server per resource and keeps each

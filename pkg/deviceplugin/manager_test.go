@@ -37,7 +37,7 @@ type env struct {
 	m       *Manager
 	k       *kubelettest.Kubelet
 	dir     string
-	metrics *metrics.Agent
+	metrics *Metrics
 	cancel  context.CancelFunc
 	done    chan error
 }
@@ -53,7 +53,7 @@ func start(t testing.TB, delivery Delivery, kubelet bool) *env {
 // one that logs only errors, so that logging is not what they measure.
 func startLogged(t testing.TB, delivery Delivery, kubelet bool, log *logrus.Entry) *env {
 	t.Helper()
-	e := &env{dir: kubelettest.ShortDir(t), metrics: metrics.NewAgent("test"), done: make(chan error, 1)}
+	e := &env{dir: kubelettest.ShortDir(t), metrics: NewMetrics(metrics.NewAgent("test")), done: make(chan error, 1)}
 	if kubelet {
 		k, err := kubelettest.Start(e.dir)
 		require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestRegisterAndServe(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []string{b.ID, a.ID}, pref.ContainerResponses[0].DeviceIDs)
 
-			require.NoError(t, testutil.GatherAndCompare(e.metrics.Registry, strings.NewReader(`
+			require.NoError(t, testutil.GatherAndCompare(e.metrics.loop.Registry, strings.NewReader(`
 # HELP dri_cdi_agent_allocations_total Container allocations answered successfully, per resource.
 # TYPE dri_cdi_agent_allocations_total counter
 dri_cdi_agent_allocations_total{resource="dri-cdi.dev/i915"} 1
@@ -278,7 +278,7 @@ func TestRegistrationRetriesWithBackoff(t *testing.T) {
 	require.Equal(t, 3, e.k.Rejected())
 	require.Len(t, ep.Devices(), 1)
 	require.Eventually(t, func() bool { return e.m.Ready() == nil }, wait, tick)
-	require.NoError(t, testutil.GatherAndCompare(e.metrics.Registry, strings.NewReader(`
+	require.NoError(t, testutil.GatherAndCompare(e.metrics.loop.Registry, strings.NewReader(`
 # HELP dri_cdi_agent_registrations_total Registration attempts with the kubelet, per resource and result (success, error).
 # TYPE dri_cdi_agent_registrations_total counter
 dri_cdi_agent_registrations_total{resource="dri-cdi.dev/i915",result="error"} 3

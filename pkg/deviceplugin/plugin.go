@@ -16,8 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
-
-	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
 
 // maxSocketPath is the longest unix socket path (sun_path is 108 bytes
@@ -34,7 +32,7 @@ type plugin struct {
 	socket   string
 	delivery Delivery
 	log      *logrus.Entry
-	metrics  *metrics.Agent
+	metrics  *Metrics
 
 	state atomic.Pointer[state]
 

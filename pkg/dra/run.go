@@ -11,15 +11,12 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
-	"github.com/dri-cdi/dri-cdi/pkg/config"
-	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
 
 // RunOptions configure dri-cdi-dra.
 type RunOptions struct {
 	// Agent holds the discovery and spec loop's options (roots, CDI dir,
-	// config, resync, metrics address, logger, version). Its KubeletDir,
-	// Delivery and NewBackend are set by Run.
+	// config, resync, metrics address, logger, version).
 	Agent agent.Options
 	// NodeName is this node (downward API spec.nodeName).
 	NodeName string
@@ -60,24 +57,24 @@ func Run(ctx context.Context, o RunOptions) error {
 			return err
 		}
 	}
-	a := o.Agent
-	// The loop warns when this directory is missing: without it the
-	// kubelet never learns about the plugin.
-	a.KubeletDir = o.RegistrarDir
-	a.Delivery = ""
-	a.NewBackend = func(cfg *config.Config, met *metrics.Agent) (agent.Backend, error) {
-		d, err := NewDriver(Options{
-			NodeName: o.NodeName, Kind: cfg.Kind(), SysfsRoot: a.Roots.Sysfs,
-			PluginDataDir: o.PluginDataDir, RegistrarDir: o.RegistrarDir, PodUID: o.PodUID,
-			KubeClient: client, Log: a.Log.WithField("component", "dra"), Metrics: NewMetrics(met.Registry),
-			HelperOptions: o.HelperOptions,
-		})
-		if err == nil && o.OnDriver != nil {
-			o.OnDriver(d)
-		}
-		return d, err
+	loop, err := agent.New(o.Agent)
+	if err != nil {
+		return err
 	}
-	return agent.Run(ctx, a)
+	cfg, a := loop.Config(), o.Agent
+	d, err := NewDriver(Options{
+		NodeName: o.NodeName, Kind: cfg.Kind(), SysfsRoot: a.Roots.Sysfs,
+		PluginDataDir: o.PluginDataDir, RegistrarDir: o.RegistrarDir, PodUID: o.PodUID,
+		KubeClient: client, Log: a.Log.WithField("component", "dra"), Metrics: NewMetrics(loop.Metrics().Registry),
+		HelperOptions: o.HelperOptions,
+	})
+	if err != nil {
+		return err
+	}
+	if o.OnDriver != nil {
+		o.OnDriver(d)
+	}
+	return loop.Run(ctx, d)
 }
 
 func newClient(kubeconfig string) (kubernetes.Interface, error) {

@@ -20,11 +20,6 @@ import (
 
 func TestAgentMetrics(t *testing.T) {
 	a := NewAgent("v1.2.3")
-	a.SetDevices("dri-cdi.dev/i915", 3, 1)
-	a.Allocation("dri-cdi.dev/i915")
-	a.AllocationError("dri-cdi.dev/i915", "unknown_device")
-	a.Registration("dri-cdi.dev/i915", nil)
-	a.Registration("dri-cdi.dev/xe", errors.New("no kubelet"))
 	a.SpecSync(true, nil)
 	a.SpecSync(false, nil)
 	a.SpecSync(false, errors.New("disk full"))
@@ -32,19 +27,15 @@ func TestAgentMetrics(t *testing.T) {
 	a.Error("uevent")
 	a.Reconciled(30 * time.Millisecond)
 
-	require.Equal(t, 3.0, testutil.ToFloat64(a.devices.WithLabelValues("dri-cdi.dev/i915", "healthy")))
-	require.Equal(t, 1.0, testutil.ToFloat64(a.devices.WithLabelValues("dri-cdi.dev/i915", "unhealthy")))
-	require.Equal(t, 1.0, testutil.ToFloat64(a.registered.WithLabelValues("dri-cdi.dev/i915")))
-	require.Equal(t, 0.0, testutil.ToFloat64(a.registered.WithLabelValues("dri-cdi.dev/xe")))
 	require.Equal(t, 1.0, testutil.ToFloat64(a.specSyncs.WithLabelValues("error")))
 	require.Equal(t, 2.0, testutil.ToFloat64(a.skipped))
 
 	expected := `
-# HELP dri_cdi_agent_allocation_errors_total Container allocations refused, per resource and reason.
-# TYPE dri_cdi_agent_allocation_errors_total counter
-dri_cdi_agent_allocation_errors_total{reason="unknown_device",resource="dri-cdi.dev/i915"} 1
+# HELP dri_cdi_agent_errors_total Errors by component: discovery, specs, watch, uevent, server.
+# TYPE dri_cdi_agent_errors_total counter
+dri_cdi_agent_errors_total{component="uevent"} 1
 `
-	require.NoError(t, testutil.GatherAndCompare(a.Registry, strings.NewReader(expected), "dri_cdi_agent_allocation_errors_total"))
+	require.NoError(t, testutil.GatherAndCompare(a.Registry, strings.NewReader(expected), "dri_cdi_agent_errors_total"))
 	n, err := testutil.GatherAndCount(a.Registry, "dri_cdi_agent_build_info", "process_resident_memory_bytes")
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -52,13 +43,6 @@ dri_cdi_agent_allocation_errors_total{reason="unknown_device",resource="dri-cdi.
 
 func TestNilAgentIsSafe(t *testing.T) {
 	var a *Agent
-	a.SetDevices("x/y", 1, 1)
-	a.Allocation("x/y")
-	a.AllocationError("x/y", "r")
-	a.PreferredAllocation("x/y")
-	a.ListAndWatchSent("x/y")
-	a.Registration("x/y", nil)
-	a.Unregistered("x/y")
 	a.SpecSync(true, nil)
 	a.Error("c")
 	a.Discovery("t", 0)
@@ -67,7 +51,7 @@ func TestNilAgentIsSafe(t *testing.T) {
 
 func TestServe(t *testing.T) {
 	a := NewAgent("test")
-	a.Allocation("dri-cdi.dev/i915")
+	a.Discovery("startup", 0)
 	var ready atomic.Bool
 	check := func() error {
 		if !ready.Load() {
@@ -106,7 +90,7 @@ func TestServe(t *testing.T) {
 	expect("/healthz", http.StatusOK, "ok\n")
 	code, body := metricstest.Get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code)
-	require.Contains(t, body, `dri_cdi_agent_allocations_total{resource="dri-cdi.dev/i915"} 1`)
+	require.Contains(t, body, `dri_cdi_agent_discoveries_total{trigger="startup"} 1`)
 
 	cancel()
 	require.NoError(t, <-done)

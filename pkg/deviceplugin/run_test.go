@@ -1,4 +1,4 @@
-package agent
+package deviceplugin_test
 
 import (
 	"context"
@@ -11,12 +11,16 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 	"github.com/dri-cdi/dri-cdi/pkg/logging/loggingtest"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics/metricstest"
@@ -38,31 +42,32 @@ func TestRunRejectsBadInputBeforeTouchingAnything(t *testing.T) {
 	require.NoError(t, os.WriteFile(unknownField, []byte("pools:\n- resource: gpu.intel.com/i915\n  driver: [i915]\n"), 0o600))
 
 	tests := map[string]struct {
-		mutate  func(o *Options)
+		mutate  func(o *deviceplugin.RunOptions)
 		wantErr []string
 	}{
-		"invalid config value": {mutate: func(o *Options) { o.ConfigPath = badConfig }, wantErr: []string{badConfig, "pools[0].replicas: must be >= 1"}},
-		"unknown config field": {mutate: func(o *Options) { o.ConfigPath = unknownField }, wantErr: []string{"pools[0].driver: unknown field"}},
-		"missing config":       {mutate: func(o *Options) { o.ConfigPath = "/nonexistent/dri-cdi.yaml" }, wantErr: []string{"/nonexistent/dri-cdi.yaml"}},
-		"bad delivery":         {mutate: func(o *Options) { o.Delivery = "cdi" }, wantErr: []string{`invalid delivery mode "cdi"`}},
-		"bad resync":           {mutate: func(o *Options) { o.ResyncInterval = 0 }, wantErr: []string{"invalid resync interval"}},
-		"empty cdi dir":        {mutate: func(o *Options) { o.CDIDir = "" }, wantErr: []string{"CDI dir is empty"}},
-		"bad metrics address":  {mutate: func(o *Options) { o.MetricsAddr = "nonsense" }, wantErr: []string{`metrics address "nonsense"`}},
+		"invalid config value": {mutate: func(o *deviceplugin.RunOptions) { o.Agent.ConfigPath = badConfig }, wantErr: []string{badConfig, "pools[0].replicas: must be >= 1"}},
+		"unknown config field": {mutate: func(o *deviceplugin.RunOptions) { o.Agent.ConfigPath = unknownField }, wantErr: []string{"pools[0].driver: unknown field"}},
+		"missing config":       {mutate: func(o *deviceplugin.RunOptions) { o.Agent.ConfigPath = "/nonexistent/dri-cdi.yaml" }, wantErr: []string{"/nonexistent/dri-cdi.yaml"}},
+		"bad delivery":         {mutate: func(o *deviceplugin.RunOptions) { o.Backend.Delivery = "cdi" }, wantErr: []string{`invalid delivery mode "cdi"`}},
+		"bad resync":           {mutate: func(o *deviceplugin.RunOptions) { o.Agent.ResyncInterval = 0 }, wantErr: []string{"invalid resync interval"}},
+		"empty cdi dir":        {mutate: func(o *deviceplugin.RunOptions) { o.Agent.CDIDir = "" }, wantErr: []string{"CDI dir is empty"}},
+		"bad metrics address":  {mutate: func(o *deviceplugin.RunOptions) { o.Agent.MetricsAddr = "nonsense" }, wantErr: []string{`metrics address "nonsense"`}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
 			kubelet := kubelettest.ShortDir(t)
-			o := Options{
-				Roots:          drmtest.MustBuild(t).Roots(),
-				CDIDir:         filepath.Join(root, "cdi"),
-				KubeletDir:     kubelet,
-				Delivery:       "cdi-cri",
-				ResyncInterval: time.Hour,
-				Log:            testEntry(t),
+			o := deviceplugin.RunOptions{
+				Agent: agent.Options{
+					Roots:          drmtest.MustBuild(t).Roots(),
+					CDIDir:         filepath.Join(root, "cdi"),
+					ResyncInterval: time.Hour,
+					Log:            testEntry(t),
+				},
+				Backend: deviceplugin.BackendOptions{KubeletDir: kubelet, Delivery: "cdi-cri"},
 			}
 			tc.mutate(&o)
-			err := Run(context.Background(), o)
+			err := deviceplugin.Run(context.Background(), o)
 			require.Error(t, err)
 			for _, s := range tc.wantErr {
 				require.Contains(t, err.Error(), s)
@@ -84,9 +89,12 @@ func TestRunFailsWhenSpecsCannotBeWritten(t *testing.T) {
 	kubelet := kubelettest.ShortDir(t)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(context.Background(), Options{
-			Roots: drmtest.MustBuild(t, drmtest.IntelIGPU).Roots(), CDIDir: filepath.Join(notADir, "cdi"), KubeletDir: kubelet,
-			Delivery: "cdi-cri", MetricsAddr: "127.0.0.1:0", ResyncInterval: time.Hour, Log: testEntry(t),
+		done <- deviceplugin.Run(context.Background(), deviceplugin.RunOptions{
+			Agent: agent.Options{
+				Roots: drmtest.MustBuild(t, drmtest.IntelIGPU).Roots(), CDIDir: filepath.Join(notADir, "cdi"),
+				MetricsAddr: "127.0.0.1:0", ResyncInterval: time.Hour, Log: testEntry(t),
+			},
+			Backend: deviceplugin.BackendOptions{KubeletDir: kubelet, Delivery: "cdi-cri"},
 		})
 	}()
 	select {
@@ -108,27 +116,27 @@ type running struct {
 	done    chan error // Run's result
 }
 
-// runAgent runs the agent with o, its metrics server on a free loopback
+// runAgent runs dri-cdi-agent (deviceplugin.Run) with o, its metrics server on a free loopback
 // port, until the test ends, when it must stop in time and without an
 // error. It returns once the metrics server listens. Left unset, the CDI
 // dir is a fresh temp dir, the delivery cdi-cri, and the full rescan an
 // hour away: the tests make their changes seen through the watchers.
-func runAgent(t *testing.T, o Options) *running {
+func runAgent(t *testing.T, o deviceplugin.RunOptions) *running {
 	t.Helper()
-	if o.CDIDir == "" {
-		o.CDIDir = filepath.Join(t.TempDir(), "cdi")
+	if o.Agent.CDIDir == "" {
+		o.Agent.CDIDir = filepath.Join(t.TempDir(), "cdi")
 	}
-	if o.Delivery == "" {
-		o.Delivery = "cdi-cri"
+	if o.Backend.Delivery == "" {
+		o.Backend.Delivery = "cdi-cri"
 	}
-	if o.ResyncInterval == 0 {
-		o.ResyncInterval = time.Hour
+	if o.Agent.ResyncInterval == 0 {
+		o.Agent.ResyncInterval = time.Hour
 	}
 	addr := make(chan net.Addr, 1)
-	o.MetricsAddr, o.OnMetricsListen = "127.0.0.1:0", func(a net.Addr) { addr <- a }
+	o.Agent.MetricsAddr, o.Agent.OnMetricsListen = "127.0.0.1:0", func(a net.Addr) { addr <- a }
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- Run(ctx, o) }()
+	go func() { r.done <- deviceplugin.Run(ctx, o) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -170,9 +178,9 @@ func startNode(t *testing.T, delivery, config string, gpus ...drmtest.GPU) *node
 		cfgPath = filepath.Join(t.TempDir(), "config.yaml")
 		require.NoError(t, os.WriteFile(cfgPath, []byte(config), 0o600))
 	}
-	n.running = runAgent(t, Options{
-		Roots: tree.Roots(), CDIDir: n.cdiDir, KubeletDir: k.Dir(), ConfigPath: cfgPath,
-		Delivery: delivery, Log: testEntry(t),
+	n.running = runAgent(t, deviceplugin.RunOptions{
+		Agent:   agent.Options{Roots: tree.Roots(), CDIDir: n.cdiDir, ConfigPath: cfgPath, Log: testEntry(t)},
+		Backend: deviceplugin.BackendOptions{KubeletDir: k.Dir(), Delivery: delivery},
 	})
 	return n
 }
@@ -359,4 +367,52 @@ func TestAgentShutdown(t *testing.T) {
 		require.False(t, strings.HasPrefix(e.Name(), "dri-cdi-"), "socket %s left behind", e.Name())
 	}
 	require.FileExists(t, n.specFile(t, igpu.ID()), "specs stay for containers that use them")
+}
+
+// TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir runs the agent on a node
+// without <sysfs>/class/drm and without the kubelet's directory: it keeps
+// running and is ready (a node without a GPU is normal), and both its log
+// and /readyz name each missing directory.
+func TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir(t *testing.T) {
+	root := t.TempDir()
+	roots := drm.Roots{Sysfs: filepath.Join(root, "sys"), Dev: filepath.Join(root, "dev")}
+	require.NoError(t, os.MkdirAll(roots.Sysfs, 0o755))
+	kubelet := filepath.Join(root, "no-kubelet", "device-plugins")
+
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	base := runAgent(t, deviceplugin.RunOptions{Agent: agent.Options{Roots: roots, Log: logrus.NewEntry(log)}, Backend: deviceplugin.BackendOptions{KubeletDir: kubelet}}).metrics
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = metricstest.Get(t, base+"/readyz")
+		return strings.HasPrefix(body, "ok\n")
+	}, wait, tick)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "\nwarning: "+filepath.Join(roots.Sysfs, "class", "drm")+": does not exist")
+	require.Contains(t, body, "\nwarning: "+kubelet+": does not exist")
+
+	var warned []string
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel {
+			warned = append(warned, e.Message)
+		}
+	}
+	require.Contains(t, strings.Join(warned, "\n"), "class/drm: does not exist: no DRM driver")
+	require.Contains(t, strings.Join(warned, "\n"), kubelet+": does not exist")
+}
+
+// TestAgentReadyzHasNoWarningOnAHealthyNode is the counterpart: with both
+// directories there, /readyz says only ok.
+func TestAgentReadyzHasNoWarningOnAHealthyNode(t *testing.T) {
+	tree, err := drmtest.NewTree(t.TempDir())
+	require.NoError(t, err)
+	base := runAgent(t, deviceplugin.RunOptions{Agent: agent.Options{Roots: tree.Roots(), Log: testEntry(t)}, Backend: deviceplugin.BackendOptions{KubeletDir: kubelettest.ShortDir(t)}}).metrics
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = metricstest.Get(t, base+"/readyz")
+		return code == http.StatusOK
+	}, wait, tick)
+	require.Equal(t, "ok\n", body)
 }

@@ -1,4 +1,4 @@
-package agent
+package deviceplugin_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
@@ -36,8 +38,10 @@ func BenchmarkHotplugToListAndWatch(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Roots: tree.Roots(), CDIDir: tmpfsDir(b), KubeletDir: k.Dir(),
-			Delivery: "cdi-cri", ResyncInterval: time.Hour, Log: logrus.NewEntry(l)})
+		done <- deviceplugin.Run(ctx, deviceplugin.RunOptions{
+			Agent:   agent.Options{Roots: tree.Roots(), CDIDir: tmpfsDir(b), ResyncInterval: time.Hour, Log: logrus.NewEntry(l)},
+			Backend: deviceplugin.BackendOptions{KubeletDir: k.Dir(), Delivery: "cdi-cri"},
+		})
 	}()
 	defer func() { cancel(); <-done }()
 	require.Eventually(b, func() bool { e := k.Endpoint("dri-cdi.dev/xe"); return e != nil && len(e.Devices()) == 16 }, wait, tick)
