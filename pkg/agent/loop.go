@@ -8,6 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
 
@@ -105,9 +106,9 @@ type loopState struct {
 	// first is when that pass was first asked for; deadline the latest it
 	// may start; passAt when it starts (zero unless pending or retrying).
 	first, deadline, passAt time.Time
-	// retry is the backoff after the failed passes in a row; 0 after a
-	// good pass.
-	retry time.Duration
+	// retry is the backoff after the failed passes in a row (1 s doubling
+	// to maxRetry); reset by a good pass.
+	retry backoff.Backoff
 
 	recheck recheck
 	// settle is the interval of the re-check; settleAt when it fires
@@ -121,7 +122,7 @@ type loopState struct {
 // startState is the state after the first pass, which Run makes before
 // the loop starts: idle, with the re-check that pass calls for.
 func startState(unhealthy string, now time.Time, t loopTiming) loopState {
-	s := loopState{phase: phaseRunning, trigger: "startup"}
+	s := loopState{phase: phaseRunning, trigger: "startup", retry: backoff.New(time.Second, maxRetry)}
 	return s.next(loopEvent{kind: evPassOK, unhealthy: unhealthy}, now, t)
 }
 
@@ -133,12 +134,13 @@ func (s loopState) next(e loopEvent, now time.Time, t loopTiming) loopState {
 		switch e.kind {
 		case evPassOK:
 			s = s.settled(e.unhealthy, now, t)
-			s.phase, s.retry = phaseIdle, 0
+			s.phase = phaseIdle
+			s.retry.Reset()
 			s.trigger, s.first, s.deadline = "", time.Time{}, time.Time{}
 		case evPassFailed:
-			s.retry = min(max(2*s.retry, time.Second), maxRetry)
+			wait := s.retry.Next()
 			s.phase = phaseIdle
-			s = s.arm("retry", s.retry, now, t)
+			s = s.arm("retry", wait, now, t)
 			s.phase = phaseRetrying
 		}
 		return s
@@ -241,7 +243,7 @@ func (a *agent) loop(ctx context.Context, driEvents <-chan watch.Event, uevents 
 			on(loopEvent{kind: evPassDue})
 			if err := a.pass(s.trigger, s.first); err != nil {
 				on(loopEvent{kind: evPassFailed})
-				a.log.WithError(err).WithField("retry_in", s.retry).Error("sync failed")
+				a.log.WithError(err).WithField("retry_in", s.retry.Current()).Error("sync failed")
 				continue
 			}
 			on(loopEvent{kind: evPassOK, unhealthy: strings.Join(a.rec.Unhealthy(), ",")})

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/stretchr/testify/require"
 )
 
@@ -158,7 +159,7 @@ func TestLoopTransitions(t *testing.T) {
 			abs := func(d time.Duration) time.Time { return start.Add(d) }
 			s := startState(tc.unhealthyAtStart, start, timing)
 			if tc.unhealthyAtStart == "" {
-				require.Equal(t, loopState{phase: phaseIdle, recheck: recheckNone}, s, "start")
+				require.Equal(t, loopState{phase: phaseIdle, recheck: recheckNone, retry: backoff.New(time.Second, maxRetry)}, s, "start")
 			} else {
 				require.Equal(t, phaseIdle, s.phase)
 				require.Equal(t, abs(minSettle), s.settleAt, "start")
@@ -168,7 +169,7 @@ func TestLoopTransitions(t *testing.T) {
 				msg := []any{"step %d (%s at %v): %+v", i, st.event.kind, st.at, s}
 				require.Equal(t, st.wantPhase, s.phase, msg...)
 				require.Equal(t, st.wantTrigger, s.trigger, msg...)
-				require.Equal(t, st.wantRetry, s.retry, msg...)
+				require.Equal(t, st.wantRetry, s.retry.Current(), msg...)
 				require.Equal(t, st.wantRecheck, s.recheck, msg...)
 				if st.wantPhase == phasePending || st.wantPhase == phaseRetrying {
 					require.Equal(t, abs(st.wantPassAt), s.passAt, msg...)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
@@ -176,6 +177,7 @@ func (m *Manager) Update(pools []config.Pool, unhealthy map[string]bool) error {
 				delivery: m.opts.Delivery,
 				log:      m.log.WithField("resource", pool.Resource),
 				metrics:  m.opts.Metrics,
+				backoff:  backoff.New(minBackoff, maxBackoff),
 			}
 			m.plugins[pool.Resource] = p
 			p.setState(st)
@@ -333,13 +335,13 @@ func (m *Manager) check(ctx context.Context) time.Time {
 		p.kubeletID = kid
 		if err != nil {
 			p.registered = false
-			first := p.backoff == 0
-			p.backoff = min(max(2*p.backoff, minBackoff), maxBackoff)
-			p.retryAt = time.Now().Add(p.backoff)
+			first := p.backoff.Current() == 0
+			wait := p.backoff.Next()
+			p.retryAt = time.Now().Add(wait)
 			// Warn once per outage; the retries go to debug and the
 			// registrations_total metric.
 			if ctx.Err() == nil {
-				l := p.log.WithError(err).WithField("retry_in", p.backoff)
+				l := p.log.WithError(err).WithField("retry_in", wait)
 				if first {
 					l.Warn("registration with the kubelet failed")
 				} else {
@@ -347,7 +349,8 @@ func (m *Manager) check(ctx context.Context) time.Time {
 				}
 			}
 		} else {
-			p.registered, p.backoff = true, 0
+			p.registered = true
+			p.backoff.Reset()
 			p.log.WithField("socket", filepath.Base(p.socket)).Info("registered with the kubelet")
 		}
 		m.opts.Metrics.Registration(p.resource, err)

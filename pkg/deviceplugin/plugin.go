@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -41,8 +42,8 @@ type plugin struct {
 	stop     chan struct{} // closed to end this server's ListAndWatch streams
 
 	registered bool
-	kubeletID  fileID // kubelet.sock we registered with
-	backoff    time.Duration
+	kubeletID  fileID          // kubelet.sock we registered with
+	backoff    backoff.Backoff // between failed registrations
 	retryAt    time.Time
 }
 
