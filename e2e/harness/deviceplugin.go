@@ -64,7 +64,7 @@ func (n *Node) WaitDeviceHealth(ctx context.Context, resource, id, health string
 // Registrations is the kubelet's count of device plugin registrations for
 // a resource since the kubelet started.
 func (n *Node) Registrations(ctx context.Context, resource string) (int, error) {
-	v, err := n.KubeletMetric(ctx, "kubelet_device_plugin_registration_total", fmt.Sprintf("resource_name=%q", resource))
+	v, err := n.KubeletMetric(ctx, "kubelet_device_plugin_registration_total", "resource_name", resource)
 	return int(v), err
 }
 

@@ -138,37 +138,17 @@ func (n *Node) readOnly(ctx context.Context, path string) ([]byte, error) {
 	return body, nil
 }
 
-// KubeletMetric sums the samples of a kubelet metric whose labels contain
-// every given label="value" pair.
+// KubeletMetric sums the samples of a kubelet metric whose labels
+// include every pair of labels (name, value, ...); 0 when there is none.
 func (n *Node) KubeletMetric(ctx context.Context, name string, labels ...string) (float64, error) {
 	body, err := n.readOnly(ctx, "/metrics")
 	if err != nil {
 		return 0, err
 	}
-	var sum float64
-	found := false
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			if !strings.Contains(line, l) {
-				ok = false
-			}
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		var v float64
-		if _, err := fmt.Sscan(f[len(f)-1], &v); err == nil {
-			sum += v
-			found = true
-		}
+	m, err := ParseMetrics(string(body))
+	if err != nil {
+		return 0, fmt.Errorf("kubelet: %w", err)
 	}
-	if !found {
-		return 0, nil
-	}
-	return sum, nil
+	v, _ := m.Sum(name, labels...)
+	return v, nil
 }

@@ -106,8 +106,8 @@ func TestClusterDRA(t *testing.T) {
 		// confirms them against the container's DynamicResources and
 		// finds the nodes CDI injected: "verified", no error.
 		m := nriMetrics(t, c)
-		require.GreaterOrEqual(t, metricValue(m, `dri_cdi_nri_handler_duration_seconds_count{result="verified"}`), 1.0, m)
-		require.Zero(t, metricValue(m, `dri_cdi_nri_handler_duration_seconds_count{result="error"}`), m)
+		require.GreaterOrEqual(t, metricValue(t, m, "dri_cdi_nri_handler_duration_seconds_count", "result", "verified"), 1.0, m)
+		require.Zero(t, metricValue(t, m, "dri_cdi_nri_handler_duration_seconds_count", "result", "error"), m)
 	})
 
 	requireStep(t, "ClaimDeletedWithItsPodIsUnprepared", func(t *testing.T) {
@@ -208,7 +208,7 @@ func TestClusterDRA(t *testing.T) {
 		require.True(t, specDefines(t, c.Node, amd.ID()), "the held card's CDI name must keep resolving")
 		require.Empty(t, specNodes(t, c.Node, amd.ID()), "to no device node: its numbers may be another card's")
 		m := loopbackMetrics(t, c, draMetricsPort)
-		require.Equal(t, 1.0, metricValue(m, `dri_cdi_dra_devices{health="unhealthy"}`), m)
+		require.Equal(t, 1.0, metricValue(t, m, "dri_cdi_dra_devices", "health", "unhealthy"), m)
 		require.Eventually(t, func() bool {
 			devs, err := c.ResourceSliceDevices(ctx, draDriver)
 			return err == nil && len(devs) == 2 && slices.Equal(sliceDevice(t, devs, amd).Taints, []string{draDriver + "/unavailable:NoSchedule"})
@@ -365,16 +365,12 @@ func loopbackMetrics(t *testing.T, c *harness.Cluster, port int) string {
 	return string(body)
 }
 
-// metricValue returns the value of one series ("name{labels}") in a
-// /metrics answer, 0 when absent.
-func metricValue(body, series string) float64 {
-	for _, l := range strings.Split(body, "\n") {
-		if rest, ok := strings.CutPrefix(l, series+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			if err == nil {
-				return v
-			}
-		}
-	}
-	return 0
+// metricValue returns the sum of the samples of name with the given
+// labels (name, value, ...) in a /metrics answer, 0 when absent.
+func metricValue(t *testing.T, body, name string, labels ...string) float64 {
+	t.Helper()
+	m, err := harness.ParseMetrics(body)
+	require.NoError(t, err)
+	v, _ := m.Sum(name, labels...)
+	return v
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -99,17 +98,12 @@ func documentedMetrics(t *testing.T, page string) map[string]bool {
 }
 
 // exposedMetrics returns the dri_cdi_ metric families in a /metrics
-// answer (histogram series folded into their family).
-func exposedMetrics(body string) map[string]bool {
-	names := map[string]bool{}
-	for _, l := range strings.Split(body, "\n") {
-		if rest, ok := strings.CutPrefix(l, "# TYPE "); ok {
-			if f := strings.Fields(rest); len(f) > 0 && strings.HasPrefix(f[0], "dri_cdi_") {
-				names[f[0]] = true
-			}
-		}
-	}
-	return names
+// answer.
+func exposedMetrics(t *testing.T, body string) map[string]bool {
+	t.Helper()
+	m, err := harness.ParseMetrics(body)
+	require.NoError(t, err)
+	return m.Families("dri_cdi_")
 }
 
 // waitGone waits until no pod matches selector in ns.

@@ -94,7 +94,7 @@ func TestClusterKustomize(t *testing.T) {
 		} {
 			path := fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:%s/proxy/metrics", driCDINamespace, pods[0].Metadata.Name, m.port)
 			body := kubectl(t, c, "get", "--raw", path)
-			exposed, documented := exposedMetrics(body), documentedMetrics(t, m.page)
+			exposed, documented := exposedMetrics(t, body), documentedMetrics(t, m.page)
 			for _, name := range m.must {
 				require.True(t, exposed[name], "%s: %s missing; exposed %v", path, name, exposed)
 			}
