@@ -3,13 +3,9 @@ package scenarios
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -258,119 +254,8 @@ func TestClusterDRA(t *testing.T) {
 	})
 }
 
-// logPodContainers logs the output of every container of the pods
-// matching selector, read through CRI, for a failed step.
-func logPodContainers(t *testing.T, c *harness.Cluster, ns, selector string) {
-	pods, err := c.Pods(context.Background(), ns, selector)
-	if err != nil {
-		t.Logf("list pods %s: %v", selector, err)
-		return
-	}
-	for i := range pods {
-		for _, s := range pods[i].Status.ContainerStatuses {
-			out, err := c.ContainerLogs(context.Background(), &pods[i], s.Name)
-			t.Logf("---- %s/%s container %s (err %v) ----\n%s", ns, pods[i].Metadata.Name, s.Name, err, out)
-		}
-	}
-}
-
-// waitSlice waits until the node's ResourceSlice of our driver lists n
-// devices and returns them.
-func waitSlice(t *testing.T, c *harness.Cluster, n int) map[string]harness.SliceDevice {
-	t.Helper()
-	var devs map[string]harness.SliceDevice
-	require.Eventually(t, func() bool {
-		var err error
-		devs, err = c.ResourceSliceDevices(context.Background(), draDriver)
-		return err == nil && len(devs) == n
-	}, 90*time.Second, 250*time.Millisecond, "ResourceSlice of %s must list %d devices, lists %v", draDriver, n, devs)
-	return devs
-}
-
-// sliceDevice finds g in the slice by its id attribute.
-func sliceDevice(t *testing.T, devs map[string]harness.SliceDevice, g drmtest.GPU) harness.SliceDevice {
-	t.Helper()
-	for _, d := range devs {
-		if d.Attributes["id"] == g.ID() {
-			return d
-		}
-	}
-	t.Fatalf("no device with id %s in the slice: %v", g.ID(), devs)
-	return harness.SliceDevice{}
-}
-
-// claimPodProbes waits for a ClaimPod's (or AnnotatedPod's) probe output.
-func claimPodProbes(t *testing.T, c *harness.Cluster, name string, paths ...string) map[string]harness.ProbeResult {
-	t.Helper()
-	_, out, err := c.WaitContainerOutput(context.Background(), "default", "app="+name, "app", harness.ProbeDone, 2*time.Minute)
-	require.NoError(t, err)
-	return parseProbes(t, out, paths...)
-}
-
-// podClaim returns the one ResourceClaim a pod uses.
-func podClaim(t *testing.T, c *harness.Cluster, pod string) harness.Claim {
-	t.Helper()
-	names, err := c.PodClaimNames(context.Background(), "default", pod)
-	require.NoError(t, err)
-	require.Len(t, names, 1)
-	var cl harness.Claim
-	require.NoError(t, c.GetJSON(context.Background(), &cl, "resourceclaim", names[0], "-n", "default"))
-	return cl
-}
-
-// checkpointHas reports whether the DRA plugin's checkpoint on the node
-// names claim uid.
-func checkpointHas(t *testing.T, c *harness.Cluster, uid string) bool {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(c.Node.DRAPluginDir(), "checkpoint.json"))
-	require.NoError(t, err)
-	return strings.Contains(string(raw), uid)
-}
-
-func requireCheckpointHas(t *testing.T, c *harness.Cluster, uid string, want bool) {
-	t.Helper()
-	require.Equal(t, want, checkpointHas(t, c, uid), "claim %s in the DRA plugin's checkpoint", uid)
-}
-
 // Metrics ports of the DRA pod's containers (the manifests' defaults).
 const (
 	draMetricsPort = 9472
 	nriMetricsPort = 9471
 )
-
-// nriMetrics reads the DRA pod's NRI plugin metrics.
-func nriMetrics(t *testing.T, c *harness.Cluster) string {
-	t.Helper()
-	return loopbackMetrics(t, c, nriMetricsPort)
-}
-
-// loopbackMetrics reads the metrics of one of the DRA pod's containers.
-// The e2e DRA pod runs in the host's network namespace (see
-// harness.WriteDRAOverlay), and the API server's pod proxy refuses
-// loopback pod addresses, so they are read on the host's loopback
-// directly.
-func loopbackMetrics(t *testing.T, c *harness.Cluster, port int) string {
-	t.Helper()
-	mustOnePod(t, c, driCDINamespace, draPods)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics", nil)
-	require.NoError(t, err)
-	rsp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer rsp.Body.Close()
-	body, err := io.ReadAll(rsp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, rsp.StatusCode, string(body))
-	return string(body)
-}
-
-// metricValue returns the sum of the samples of name with the given
-// labels (name, value, ...) in a /metrics answer, 0 when absent.
-func metricValue(t *testing.T, body, name string, labels ...string) float64 {
-	t.Helper()
-	m, err := harness.ParseMetrics(body)
-	require.NoError(t, err)
-	v, _ := m.Sum(name, labels...)
-	return v
-}

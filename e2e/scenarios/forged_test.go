@@ -2,8 +2,6 @@ package scenarios
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,20 +115,4 @@ func TestForgedAnnotation(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, harness.EPERM, r.Errno, "open %s: %s", r.Path, r.Message)
 	})
-}
-
-func writeJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	data, err := json.Marshal(v)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, data, 0o644))
-}
-
-// containerState describes a CRI container for failure messages.
-func containerState(ctx context.Context, n *harness.Node, id string) string {
-	out, err := n.Crictl(ctx, "inspect", "-o", "go-template", "--template", "{{.status.state}} exit={{.status.exitCode}} reason={{.status.reason}} {{.status.message}} log={{.status.logPath}}", id)
-	if err != nil {
-		return err.Error()
-	}
-	return strings.TrimSpace(out)
 }

@@ -2,7 +2,15 @@ package scenarios
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,3 +175,387 @@ func ptrString(p *int64) string {
 func cdiName(card drmtest.GPU) string { return cdiKind + "=" + card.ID() }
 
 func int64p(v int64) *int64 { return &v }
+
+// logPodContainers logs the output of every container of the pods
+// matching selector, read through CRI, for a failed step.
+func logPodContainers(t *testing.T, c *harness.Cluster, ns, selector string) {
+	pods, err := c.Pods(context.Background(), ns, selector)
+	if err != nil {
+		t.Logf("list pods %s: %v", selector, err)
+		return
+	}
+	for i := range pods {
+		for _, s := range pods[i].Status.ContainerStatuses {
+			out, err := c.ContainerLogs(context.Background(), &pods[i], s.Name)
+			t.Logf("---- %s/%s container %s (err %v) ----\n%s", ns, pods[i].Metadata.Name, s.Name, err, out)
+		}
+	}
+}
+
+// waitSlice waits until the node's ResourceSlice of our driver lists n
+// devices and returns them.
+func waitSlice(t *testing.T, c *harness.Cluster, n int) map[string]harness.SliceDevice {
+	t.Helper()
+	var devs map[string]harness.SliceDevice
+	require.Eventually(t, func() bool {
+		var err error
+		devs, err = c.ResourceSliceDevices(context.Background(), draDriver)
+		return err == nil && len(devs) == n
+	}, 90*time.Second, 250*time.Millisecond, "ResourceSlice of %s must list %d devices, lists %v", draDriver, n, devs)
+	return devs
+}
+
+// sliceDevice finds g in the slice by its id attribute.
+func sliceDevice(t *testing.T, devs map[string]harness.SliceDevice, g drmtest.GPU) harness.SliceDevice {
+	t.Helper()
+	for _, d := range devs {
+		if d.Attributes["id"] == g.ID() {
+			return d
+		}
+	}
+	t.Fatalf("no device with id %s in the slice: %v", g.ID(), devs)
+	return harness.SliceDevice{}
+}
+
+// claimPodProbes waits for a ClaimPod's (or AnnotatedPod's) probe output.
+func claimPodProbes(t *testing.T, c *harness.Cluster, name string, paths ...string) map[string]harness.ProbeResult {
+	t.Helper()
+	_, out, err := c.WaitContainerOutput(context.Background(), "default", "app="+name, "app", harness.ProbeDone, 2*time.Minute)
+	require.NoError(t, err)
+	return parseProbes(t, out, paths...)
+}
+
+// podClaim returns the one ResourceClaim a pod uses.
+func podClaim(t *testing.T, c *harness.Cluster, pod string) harness.Claim {
+	t.Helper()
+	names, err := c.PodClaimNames(context.Background(), "default", pod)
+	require.NoError(t, err)
+	require.Len(t, names, 1)
+	var cl harness.Claim
+	require.NoError(t, c.GetJSON(context.Background(), &cl, "resourceclaim", names[0], "-n", "default"))
+	return cl
+}
+
+// checkpointHas reports whether the DRA plugin's checkpoint on the node
+// names claim uid.
+func checkpointHas(t *testing.T, c *harness.Cluster, uid string) bool {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(c.Node.DRAPluginDir(), "checkpoint.json"))
+	require.NoError(t, err)
+	return strings.Contains(string(raw), uid)
+}
+
+func requireCheckpointHas(t *testing.T, c *harness.Cluster, uid string, want bool) {
+	t.Helper()
+	require.Equal(t, want, checkpointHas(t, c, uid), "claim %s in the DRA plugin's checkpoint", uid)
+}
+
+// nriMetrics reads the DRA pod's NRI plugin metrics.
+func nriMetrics(t *testing.T, c *harness.Cluster) string {
+	t.Helper()
+	return loopbackMetrics(t, c, nriMetricsPort)
+}
+
+// loopbackMetrics reads the metrics of one of the DRA pod's containers.
+// The e2e DRA pod runs in the host's network namespace (see
+// harness.WriteDRAOverlay), and the API server's pod proxy refuses
+// loopback pod addresses, so they are read on the host's loopback
+// directly.
+func loopbackMetrics(t *testing.T, c *harness.Cluster, port int) string {
+	t.Helper()
+	mustOnePod(t, c, driCDINamespace, draPods)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics", nil)
+	require.NoError(t, err)
+	rsp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer rsp.Body.Close()
+	body, err := io.ReadAll(rsp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, rsp.StatusCode, string(body))
+	return string(body)
+}
+
+// metricValue returns the sum of the samples of name with the given
+// labels (name, value, ...) in a /metrics answer, 0 when absent.
+func metricValue(t *testing.T, body, name string, labels ...string) float64 {
+	t.Helper()
+	m, err := harness.ParseMetrics(body)
+	require.NoError(t, err)
+	v, _ := m.Sum(name, labels...)
+	return v
+}
+
+type sample struct {
+	at  time.Time
+	v   int64
+	err error
+}
+
+// requireStep runs a subtest the later ones build on and stops the test
+// when it fails: the rest would only time out on the same cause.
+func requireStep(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	if !t.Run(name, f) {
+		t.FailNow()
+	}
+}
+
+// longestGap is the longest run of samples whose value was below want (or
+// failed).
+func longestGap(samples []sample, want int64) time.Duration {
+	var longest time.Duration
+	var from time.Time
+	for _, s := range samples {
+		low := s.err != nil || s.v < want
+		switch {
+		case low && from.IsZero():
+			from = s.at
+		case !low && !from.IsZero():
+			if d := s.at.Sub(from); d > longest {
+				longest = d
+			}
+			from = time.Time{}
+		}
+	}
+	if !from.IsZero() && len(samples) > 0 {
+		if d := samples[len(samples)-1].at.Sub(from); d > longest {
+			longest = d
+		}
+	}
+	return longest
+}
+
+func mustOnePod(t *testing.T, c *harness.Cluster, ns, selector string) *harness.Pod {
+	t.Helper()
+	pods, err := c.Pods(context.Background(), ns, selector)
+	require.NoError(t, err)
+	require.Len(t, pods, 1, "pods %s in %s", selector, ns)
+	return &pods[0]
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+}
+
+// containerState describes a CRI container for failure messages.
+func containerState(ctx context.Context, n *harness.Node, id string) string {
+	out, err := n.Crictl(ctx, "inspect", "-o", "go-template", "--template", "{{.status.state}} exit={{.status.exitCode}} reason={{.status.reason}} {{.status.message}} log={{.status.logPath}}", id)
+	if err != nil {
+		return err.Error()
+	}
+	return strings.TrimSpace(out)
+}
+
+func cdiNames(t *testing.T, n *harness.Node) []string {
+	t.Helper()
+	names, err := harness.CDINames(n.CDIDir)
+	require.NoError(t, err)
+	return names
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func allocatable(t *testing.T, n *harness.Node) []string {
+	t.Helper()
+	ids, err := n.Allocatable(context.Background(), resource)
+	require.NoError(t, err)
+	return ids
+}
+
+// gpuPodPaths runs a pod that requests one GPU and probes paths.
+func gpuPodPaths(t *testing.T, n *harness.Node, spec harness.PodSpec, cards []drmtest.GPU, paths []string) (drmtest.GPU, map[string]harness.ProbeResult) {
+	t.Helper()
+	res := probePod(t, n, spec, paths...)
+	return allocatedCard(t, n, spec.Name, cards), res
+}
+
+// requireNoContainerHolds checks that no container of the pod but the
+// first one was given DRM minor minor (Y's numbers now).
+func requireNoContainerHolds(t *testing.T, n *harness.Node, pod, firstID string, minor int) {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := n.Containers(ctx, pod)
+	require.NoError(t, err)
+	for _, c := range cs {
+		if c.ID == firstID {
+			continue
+		}
+		spec, err := n.Inspect(ctx, c.ID)
+		require.NoError(t, err)
+		for _, d := range spec.Devices {
+			require.False(t, d.Major == drmMajor && d.Minor == int64(minor), "container %s of pod %s holds %s %d:%d, another card's node", c.ID, pod, d.Path, d.Major, d.Minor)
+		}
+		require.Empty(t, spec.AllowRules(drmMajor, int64(minor)), "container %s of pod %s may use c %d:%d", c.ID, pod, drmMajor, minor)
+	}
+}
+
+// specDefines reports whether our CDI specs define device id.
+func specDefines(t *testing.T, n *harness.Node, id string) bool {
+	t.Helper()
+	return contains(cdiNames(t, n), cdiKind+"="+id)
+}
+
+// specNodes returns the device nodes our CDI spec gives device id, path
+// -> "major:minor".
+func specNodes(t *testing.T, n *harness.Node, id string) map[string]string {
+	t.Helper()
+	specs, err := harness.ReadCDISpecs(n.CDIDir)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, f := range specs {
+		for _, d := range f.Devices {
+			if f.Kind != cdiKind || d.Name != id {
+				continue
+			}
+			for _, dn := range d.ContainerEdits.DeviceNodes {
+				out[dn.Path] = fmt.Sprintf("%d:%d", dn.Major, dn.Minor)
+			}
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("condition not met within %s", timeout)
+		case <-t.C:
+		}
+	}
+}
+
+// field returns the rest of the first output line that starts with key
+// and a space.
+func field(t *testing.T, out, key string) string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), key+" "); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	t.Fatalf("no %q line in output %q", key, out)
+	return ""
+}
+
+// Where the kustomize base and the chart put dri-cdi.
+const (
+	driCDINamespace = "dri-cdi"
+	driCDIDaemonSet = "dri-cdi"
+	driCDIPods      = "app.kubernetes.io/component=node"
+)
+
+// startCluster starts a cluster for one test (startForTest).
+func startCluster(t *testing.T, opts harness.ClusterOptions) *harness.Cluster {
+	t.Helper()
+	return startForTest(t, "cluster", suite.StartCluster, opts)
+}
+
+// kubectl runs kubectl and fails the test on error.
+func kubectl(t *testing.T, c *harness.Cluster, args ...string) string {
+	t.Helper()
+	out, err := c.Kubectl(context.Background(), args...)
+	require.NoError(t, err)
+	return out
+}
+
+// apply applies one manifest from stdin.
+func apply(t *testing.T, c *harness.Cluster, manifest string) {
+	t.Helper()
+	_, err := c.KubectlStdin(context.Background(), manifest, "apply", "-f", "-")
+	require.NoError(t, err)
+}
+
+// mediaServer waits for the Deployment's pod to print its probe and
+// returns the pod and what it found.
+func mediaServer(t *testing.T, c *harness.Cluster, app string) (*harness.Pod, *harness.MediaReport) {
+	t.Helper()
+	pod, out, err := c.WaitContainerOutput(context.Background(), "default", "app="+app, "server", harness.ProbeDone, 3*time.Minute)
+	require.NoError(t, err)
+	t.Logf("%s output:\n%s", pod.Metadata.Name, out)
+	rep, err := harness.ParseMedia(out)
+	require.NoError(t, err)
+	return pod, rep
+}
+
+// requireMediaServerWorks checks the seed's shape end to end: the node
+// the pod found carries the host's render group (not 0), the dropped
+// user is uid 1000 in that group, and its open() reached the driver
+// (ENXIO: the device cgroup let it through).
+func requireMediaServerWorks(t *testing.T, rep *harness.MediaReport) {
+	t.Helper()
+	require.Equal(t, "105", rep.GID, "the render node inside the pod must keep the host's render gid (drmtest.RenderGID), not 0")
+	requireMediaServerOpens(t, rep)
+}
+
+// requireMediaServerOpens checks the part that does not depend on the
+// node's group: uid 1000 in the node's group opened it, and the device
+// cgroup let it through (ENXIO).
+func requireMediaServerOpens(t *testing.T, rep *harness.MediaReport) {
+	t.Helper()
+	require.Contains(t, rep.ID, "uid=1000(user)", "the server must have dropped to uid 1000")
+	require.Regexp(t, regexp.MustCompile(`groups=.*\b`+rep.GID+`\(`), rep.ID, "uid 1000 must have joined the render node's group")
+	require.Equal(t, harness.ENXIO, rep.Probe.Errno, "open(%s) as uid 1000: %s", rep.Node, rep.Probe.Message)
+}
+
+// probeRunning opens node inside a running container through CRI exec.
+func probeRunning(t *testing.T, c *harness.Cluster, containerID, node string) harness.ProbeResult {
+	t.Helper()
+	out, err := c.Node.Exec(context.Background(), containerID, "/bin/sh", "-c", harness.ProbeScript(node))
+	require.NoError(t, err, out)
+	r, err := harness.ParseProbe(out, node)
+	require.NoError(t, err)
+	return r
+}
+
+// documentedMetrics returns the metric names a docs/ page documents.
+func documentedMetrics(t *testing.T, page string) map[string]bool {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "docs", page))
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, m := range regexp.MustCompile(`dri_cdi_[a-z0-9_]+`).FindAllString(string(data), -1) {
+		names[m] = true
+	}
+	return names
+}
+
+// exposedMetrics returns the dri_cdi_ metric families in a /metrics
+// answer.
+func exposedMetrics(t *testing.T, body string) map[string]bool {
+	t.Helper()
+	m, err := harness.ParseMetrics(body)
+	require.NoError(t, err)
+	return m.Families("dri_cdi_")
+}
+
+// waitGone waits until no pod matches selector in ns.
+func waitNoPods(t *testing.T, c *harness.Cluster, ns, selector string, timeout time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		pods, err := c.Pods(context.Background(), ns, selector)
+		return err == nil && len(pods) == 0
+	}, timeout, time.Second, "pods %s in %s must go", selector, ns)
+}

@@ -41,26 +41,3 @@ func TestHotplug(t *testing.T) {
 	require.Contains(t, cdiNames(t, n), cdiName(first), "the remaining card must keep its CDI device")
 	t.Logf("allocatable after removing %s: %v, CDI devices: %v", hot.ID(), allocatable(t, n), cdiNames(t, n))
 }
-
-func cdiNames(t *testing.T, n *harness.Node) []string {
-	t.Helper()
-	names, err := harness.CDINames(n.CDIDir)
-	require.NoError(t, err)
-	return names
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-func allocatable(t *testing.T, n *harness.Node) []string {
-	t.Helper()
-	ids, err := n.Allocatable(context.Background(), resource)
-	require.NoError(t, err)
-	return ids
-}

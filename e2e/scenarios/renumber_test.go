@@ -21,29 +21,37 @@ const unavailableMsg = "is not bound to a driver or its device nodes are gone"
 // renumbering sequences; the holder probes all of them.
 var renumberPaths = []string{"/dev/dri/renderD128", "/dev/dri/renderD129"}
 
+// heldCard is a node with two Intel cards and a pod holding one of them.
+type heldCard struct {
+	node   *harness.Node
+	holder harness.PodSpec
+	// x is the card the kubelet allocated to the holder, y the other.
+	x, y drmtest.GPU
+	// out is the holder's first probe output.
+	out string
+}
+
 // holdOneOfTwo starts a node with two Intel cards (cdi-cri, NRI on) and a
 // restartPolicy Always pod "holder" that requests one GPU and probes
-// renumberPaths. It returns the node, the holder, the card the kubelet
-// allocated to it (X), the other card (Y) and the holder's first probe
-// output.
-func holdOneOfTwo(t *testing.T, name string) (n *harness.Node, holder harness.PodSpec, x, y drmtest.GPU, out string) {
+// renumberPaths.
+func holdOneOfTwo(t *testing.T, name string) heldCard {
 	t.Helper()
 	ctx := context.Background()
 	cards := []drmtest.GPU{harness.IntelGPU(0), harness.IntelGPU(1)}
-	n = startNode(t, harness.NodeOptions{Name: name, GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true})
-	_, err := n.WaitAllocatable(ctx, resource, 2, 90*time.Second)
+	h := heldCard{node: startNode(t, harness.NodeOptions{Name: name, GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true})}
+	_, err := h.node.WaitAllocatable(ctx, resource, 2, 90*time.Second)
 	require.NoError(t, err)
-	holder = harness.PodSpec{Name: "holder", RestartPolicy: "Always", Resources: map[string]int64{resource: 1},
+	h.holder = harness.PodSpec{Name: "holder", RestartPolicy: "Always", Resources: map[string]int64{resource: 1},
 		Script: harness.ProbeAndWait(renumberPaths...)}
-	require.NoError(t, n.CreatePod(ctx, holder))
-	out, err = n.WaitOutput(ctx, holder.Name, harness.ProbeDone, 120*time.Second)
+	require.NoError(t, h.node.CreatePod(ctx, h.holder))
+	h.out, err = h.node.WaitOutput(ctx, h.holder.Name, harness.ProbeDone, 120*time.Second)
 	require.NoError(t, err)
-	x = allocatedCard(t, n, holder.Name, cards)
-	y = cards[0]
-	if y.ID() == x.ID() {
-		y = cards[1]
+	h.x = allocatedCard(t, h.node, h.holder.Name, cards)
+	h.y = cards[0]
+	if h.y.ID() == h.x.ID() {
+		h.y = cards[1]
 	}
-	return n, holder, x, y, out
+	return h
 }
 
 // TestRenumberAfterUnbind is the sequence of a driver unbind followed by
@@ -66,7 +74,8 @@ func holdOneOfTwo(t *testing.T, name string) (n *harness.Node, holder harness.Po
 // nodes.
 func TestRenumberAfterUnbind(t *testing.T) {
 	ctx := context.Background()
-	n, holder, x, y, out := holdOneOfTwo(t, "renumber")
+	h := holdOneOfTwo(t, "renumber")
+	n, holder, x, y, out := h.node, h.holder, h.x, h.y, h.out
 	res := parseProbes(t, out, renumberPaths...)
 	require.Equal(t, harness.ENXIO, res[harness.RenderPath(x)].Errno, "holder must reach X %s first", x.ID())
 	first, err := n.PodContainer(ctx, holder.Name)
@@ -132,77 +141,6 @@ func TestRenumberAfterUnbind(t *testing.T) {
 	requireSpecHasCard(t, n, holder.Name, xNow)
 }
 
-// gpuPodPaths runs a pod that requests one GPU and probes paths.
-func gpuPodPaths(t *testing.T, n *harness.Node, spec harness.PodSpec, cards []drmtest.GPU, paths []string) (drmtest.GPU, map[string]harness.ProbeResult) {
-	t.Helper()
-	res := probePod(t, n, spec, paths...)
-	return allocatedCard(t, n, spec.Name, cards), res
-}
-
-// requireNoContainerHolds checks that no container of the pod but the
-// first one was given DRM minor minor (Y's numbers now).
-func requireNoContainerHolds(t *testing.T, n *harness.Node, pod, firstID string, minor int) {
-	t.Helper()
-	ctx := context.Background()
-	cs, err := n.Containers(ctx, pod)
-	require.NoError(t, err)
-	for _, c := range cs {
-		if c.ID == firstID {
-			continue
-		}
-		spec, err := n.Inspect(ctx, c.ID)
-		require.NoError(t, err)
-		for _, d := range spec.Devices {
-			require.False(t, d.Major == drmMajor && d.Minor == int64(minor), "container %s of pod %s holds %s %d:%d, another card's node", c.ID, pod, d.Path, d.Major, d.Minor)
-		}
-		require.Empty(t, spec.AllowRules(drmMajor, int64(minor)), "container %s of pod %s may use c %d:%d", c.ID, pod, drmMajor, minor)
-	}
-}
-
-// specDefines reports whether our CDI specs define device id.
-func specDefines(t *testing.T, n *harness.Node, id string) bool {
-	t.Helper()
-	return contains(cdiNames(t, n), cdiKind+"="+id)
-}
-
-// specNodes returns the device nodes our CDI spec gives device id, path
-// -> "major:minor".
-func specNodes(t *testing.T, n *harness.Node, id string) map[string]string {
-	t.Helper()
-	specs, err := harness.ReadCDISpecs(n.CDIDir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, f := range specs {
-		for _, d := range f.Devices {
-			if f.Kind != cdiKind || d.Name != id {
-				continue
-			}
-			for _, dn := range d.ContainerEdits.DeviceNodes {
-				out[dn.Path] = fmt.Sprintf("%d:%d", dn.Major, dn.Minor)
-			}
-		}
-	}
-	return out
-}
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("condition not met within %s", timeout)
-		case <-t.C:
-		}
-	}
-}
-
 // mismatchMsg is part of dri-cdi-nri's error for a node that is not, on
 // the host, the device the spec says.
 const mismatchMsg = "device node does not match the host"
@@ -221,7 +159,8 @@ const mismatchMsg = "device node does not match the host"
 //     card-unavailable error.
 func TestRenumberWhileAgentDown(t *testing.T) {
 	ctx := context.Background()
-	n, holder, x, y, _ := holdOneOfTwo(t, "renumber-agent-down")
+	h := holdOneOfTwo(t, "renumber-agent-down")
+	n, holder, x, y := h.node, h.holder, h.x, h.y
 	first, err := n.PodContainer(ctx, holder.Name)
 	require.NoError(t, err)
 	staleX := specNodes(t, n, x.ID())

@@ -141,16 +141,3 @@ func createWorkload(t *testing.T, n *harness.Node, pod harness.WorkloadPod) {
 		}
 	})
 }
-
-// field returns the rest of the first output line that starts with key
-// and a space.
-func field(t *testing.T, out, key string) string {
-	t.Helper()
-	for _, line := range strings.Split(out, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), key+" "); ok {
-			return strings.TrimSpace(rest)
-		}
-	}
-	t.Fatalf("no %q line in output %q", key, out)
-	return ""
-}
