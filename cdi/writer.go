@@ -2,6 +2,8 @@ package cdi
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +41,9 @@ type Writer struct {
 	dir    string
 	kind   string
 	prefix string
-	log    *logrus.Entry
+	// tag names the Writer's kind in its temporary files (tempTag).
+	tag string
+	log *logrus.Entry
 
 	mu sync.Mutex
 	// last is the previous Generate, reused while the cards stay equal
@@ -57,7 +61,7 @@ func NewWriter(dir, kind string, opts ...Option) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{dir: dir, kind: kind, prefix: prefix}
+	w := &Writer{dir: dir, kind: kind, prefix: prefix, tag: tempTag(kind)}
 	for _, o := range opts {
 		o(w)
 	}
@@ -120,7 +124,7 @@ func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
 	for _, e := range entries {
 		name := e.Name()
 		switch {
-		case strings.HasPrefix(name, "."+w.prefix) && strings.Contains(name, FileExt+atomicfile.TempMarker):
+		case w.ownsTemp(name, want):
 			// A temporary file left by a crash between create and rename.
 			if err := w.remove(name); err != nil {
 				errs = append(errs, err)
@@ -144,6 +148,27 @@ func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
 		}
 	}
 	return changed, errors.Join(errs...)
+}
+
+// tempTag is the tag of a Writer's temporary files: a hash of its kind,
+// since a file name alone cannot tell kinds apart ("v-c_x_y.yaml" is
+// device "x_y" of v/c or device "y" of v/c_x).
+func tempTag(kind string) string {
+	sum := sha256.Sum256([]byte(kind))
+	return "k" + hex.EncodeToString(sum[:4])
+}
+
+// ownsTemp reports whether name is a temporary file this Writer left: one
+// with its tag, or, without a tag (written before temporary files were
+// tagged), one of a file it is about to write now. A temporary file of
+// another kind's Writer is never touched: removing it would make that
+// Writer's rename fail.
+func (w *Writer) ownsTemp(name string, want map[string]bool) bool {
+	target, tag, ok := atomicfile.ParseTemp(name)
+	if !ok || !strings.HasPrefix(target, w.prefix) || !strings.HasSuffix(target, FileExt) {
+		return false
+	}
+	return tag == w.tag || (tag == "" && want[target])
 }
 
 // owns reports whether a file with the Writer's prefix belongs to it. A
@@ -177,7 +202,7 @@ func (w *Writer) write(f File) (bool, error) {
 	}
 
 	// The directory is synced once per Sync, after every file.
-	err := atomicfile.Write(path, f.Data, FileMode, atomicfile.WithoutDirSync(), atomicfile.WithCheck(func(tmp string) error {
+	err := atomicfile.Write(path, f.Data, FileMode, atomicfile.WithoutDirSync(), atomicfile.WithTempTag(w.tag), atomicfile.WithCheck(func(tmp string) error {
 		// Load the bytes about to be installed exactly as a runtime's
 		// CDI cache will (ReadSpec parses strictly and validates).
 		if _, err := cdilib.ReadSpec(tmp, 0); err != nil {

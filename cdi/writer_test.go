@@ -214,6 +214,39 @@ func TestWriterRemovesStaleOwnedFiles(t *testing.T) {
 	require.Contains(t, got, "dri-cdi.dev-gpu_all.yaml")
 }
 
+// Another kind's Writer whose prefix starts with ours (dri-cdi.dev/gpu_x
+// next to dri-cdi.dev/gpu) may have a temporary file in flight: removing
+// it would make its rename fail. Our own temporary files left by a crash
+// go, tagged ones whatever their target, untagged ones of an earlier
+// version when we write their target.
+func TestWriterLeavesAnotherKindsTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	other := map[string]string{
+		".dri-cdi.dev-gpu_x_vkms.yaml.tmp-" + tempTag("dri-cdi.dev/gpu_x") + "-123": "in flight",
+		".dri-cdi.dev-gpu_x_all.yaml.tmp-4567":                                      "in flight, untagged",
+	}
+	ours := map[string]string{
+		".dri-cdi.dev-gpu_0000-09-00.0.yaml.tmp-" + tempTag(DefaultKind) + "-1": "crash left it",
+		".dri-cdi.dev-gpu_all.yaml.tmp-77":                                      "an earlier version left it",
+	}
+	for _, files := range []map[string]string{other, ours} {
+		for n, c := range files {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte(c), 0o644))
+		}
+	}
+	w := newTestWriter(t, dir)
+	_, err := w.Sync([]drm.Card{i915("0000:00:02.0", 0, 128)})
+	require.NoError(t, err)
+	got := cditest.DirFiles(t, dir)
+	for n := range other {
+		require.Contains(t, got, n, "another kind's temporary file must stay")
+	}
+	for n := range ours {
+		require.NotContains(t, got, n, "our own leftover must go")
+	}
+	require.Len(t, got, len(other)+2)
+}
+
 func TestWriterErrors(t *testing.T) {
 	cases := map[string]struct {
 		setup func(t *testing.T, dir string) *Writer

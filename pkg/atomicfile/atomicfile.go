@@ -14,9 +14,10 @@
 // as ErrDirSync, since the new content is then in place but may not
 // survive a crash.
 //
-// Temporary files are named "." + <target name> + ".tmp-" + <random>:
-// hidden, and never ending in the target's extension, so a watcher that
-// loads "*.yaml" or "*.json" (a runtime's CDI cache) ignores them.
+// Temporary files are named "." + <target name> + ".tmp-" + [<tag> "-"]
+// <random>: hidden, and never ending in the target's extension, so a
+// watcher that loads "*.yaml" or "*.json" (a runtime's CDI cache) ignores
+// them; the optional tag (WithTempTag) names the writer.
 //
 // # Example
 //
@@ -47,6 +48,15 @@ type Option func(*options)
 type options struct {
 	check       func(tmpPath string) error
 	skipDirSync bool
+	tag         string
+}
+
+// WithTempTag puts tag into the temporary file's name (see TempPattern),
+// so that a writer that cleans up temporary files left by a crash can
+// tell its own from those of another writer in the same directory whose
+// target names can look alike. tag must not contain '/'.
+func WithTempTag(tag string) Option {
+	return func(o *options) { o.tag = tag }
 }
 
 // WithCheck makes Write call check with the complete, synced temporary
@@ -70,7 +80,7 @@ func Write(path string, data []byte, perm fs.FileMode, opts ...Option) error {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := write(path, data, perm, o.check); err != nil {
+	if err := write(path, data, perm, o); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if o.skipDirSync {
@@ -79,12 +89,12 @@ func Write(path string, data []byte, perm fs.FileMode, opts ...Option) error {
 	return SyncDir(filepath.Dir(path))
 }
 
-func write(path string, data []byte, perm fs.FileMode, check func(string) error) error {
+func write(path string, data []byte, perm fs.FileMode, o options) error {
 	dir, name := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, TempPattern(name))
+	tmp, err := os.CreateTemp(dir, TempPattern(name, o.tag))
 	if err != nil {
 		return err
 	}
@@ -108,8 +118,8 @@ func write(path string, data []byte, perm fs.FileMode, check func(string) error)
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if check != nil {
-		if err := check(tmpPath); err != nil {
+	if o.check != nil {
+		if err := o.check(tmpPath); err != nil {
 			return err
 		}
 	}
@@ -135,21 +145,29 @@ func SyncDir(dir string) error {
 }
 
 // TempPattern is the os.CreateTemp pattern of the temporary files of
-// target name.
-func TempPattern(name string) string {
-	return "." + name + TempMarker + "*"
+// target name: "." + name + TempMarker + "*", or with a tag
+// "." + name + TempMarker + tag + "-*".
+func TempPattern(name, tag string) string {
+	if tag == "" {
+		return "." + name + TempMarker + "*"
+	}
+	return "." + name + TempMarker + tag + "-*"
 }
 
-// TempTarget returns the target name of a temporary file name Write may
-// have left behind (a crash between create and rename), and false for
-// any other name.
-func TempTarget(name string) (string, bool) {
+// ParseTemp returns the target name and the tag ("" when none) of a
+// temporary file name Write may have left behind (a crash between create
+// and rename), and false for any other name.
+func ParseTemp(name string) (target, tag string, ok bool) {
 	if !strings.HasPrefix(name, ".") {
-		return "", false
+		return "", "", false
 	}
 	i := strings.LastIndex(name, TempMarker)
 	if i <= 1 {
-		return "", false
+		return "", "", false
 	}
-	return name[1:i], true
+	rest := name[i+len(TempMarker):]
+	if j := strings.LastIndex(rest, "-"); j >= 0 {
+		tag = rest[:j]
+	}
+	return name[1:i], tag, true
 }

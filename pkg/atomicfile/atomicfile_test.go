@@ -35,7 +35,7 @@ func TestWriteCheck(t *testing.T) {
 		b, err := os.ReadFile(tmp)
 		require.NoError(t, err)
 		seen = string(b)
-		_, isTemp := TempTarget(filepath.Base(tmp))
+		_, _, isTemp := ParseTemp(filepath.Base(tmp))
 		require.True(t, isTemp, tmp)
 		return refused
 	}))
@@ -75,29 +75,48 @@ func TestWithoutDirSync(t *testing.T) {
 	require.Equal(t, "x", string(data))
 }
 
-func TestTempTarget(t *testing.T) {
+func TestParseTemp(t *testing.T) {
 	for name, tc := range map[string]struct {
-		in, want string
-		ok       bool
+		in, target, tag string
+		ok              bool
 	}{
-		"temp file":       {".a.json.tmp-123", "a.json", true},
-		"target has dots": {".x.dev-gpu_0000:00:02.0.json.tmp-9", "x.dev-gpu_0000:00:02.0.json", true},
-		"no dot":          {"a.json.tmp-1", "", false},
-		"no marker":       {".a.json", "", false},
-		"empty target":    {"..tmp-1", "", false},
-		"plain":           {"a.json", "", false},
+		"temp file":       {".a.json.tmp-123", "a.json", "", true},
+		"tagged":          {".a.json.tmp-k1f2e-123", "a.json", "k1f2e", true},
+		"target has dots": {".x.dev-gpu_0000:00:02.0.json.tmp-9", "x.dev-gpu_0000:00:02.0.json", "", true},
+		"no dot":          {"a.json.tmp-1", "", "", false},
+		"no marker":       {".a.json", "", "", false},
+		"empty target":    {"..tmp-1", "", "", false},
+		"plain":           {"a.json", "", "", false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, ok := TempTarget(tc.in)
+			target, tag, ok := ParseTemp(tc.in)
 			require.Equal(t, tc.ok, ok)
-			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.target, target)
+			require.Equal(t, tc.tag, tag)
 		})
 	}
-	// What CreateTemp makes from the pattern is recognized.
-	f, err := os.CreateTemp(t.TempDir(), TempPattern("b.yaml"))
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-	got, ok := TempTarget(filepath.Base(f.Name()))
+	// What CreateTemp makes from the pattern is recognized, with and
+	// without a tag.
+	for _, tag := range []string{"", "k0a1b2c3d"} {
+		f, err := os.CreateTemp(t.TempDir(), TempPattern("b.yaml", tag))
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		target, gotTag, ok := ParseTemp(filepath.Base(f.Name()))
+		require.True(t, ok)
+		require.Equal(t, "b.yaml", target)
+		require.Equal(t, tag, gotTag)
+	}
+}
+
+func TestWriteTempTag(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.json")
+	var seen string
+	require.NoError(t, Write(path, []byte("x"), 0o644, WithTempTag("k42"), WithCheck(func(tmp string) error {
+		seen = filepath.Base(tmp)
+		return nil
+	})))
+	_, tag, ok := ParseTemp(seen)
 	require.True(t, ok)
-	require.Equal(t, "b.yaml", got)
+	require.Equal(t, "k42", tag)
 }
