@@ -43,7 +43,9 @@ type Writer struct {
 	prefix string
 	// tag names the Writer's kind in its temporary files (tempTag).
 	tag string
-	log *logrus.Entry
+	// writeFile is atomicfile.Write (a failing one in tests).
+	writeFile func(path string, data []byte, perm fs.FileMode, opts ...atomicfile.Option) error
+	log       *logrus.Entry
 
 	mu sync.Mutex
 	// last is the previous Generate, reused while the cards stay equal
@@ -61,7 +63,7 @@ func NewWriter(dir, kind string, opts ...Option) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{dir: dir, kind: kind, prefix: prefix, tag: tempTag(kind)}
+	w := &Writer{dir: dir, kind: kind, prefix: prefix, tag: tempTag(kind), writeFile: atomicfile.Write}
 	for _, o := range opts {
 		o(w)
 	}
@@ -86,9 +88,11 @@ func (w *Writer) Kind() string { return w.kind }
 // and reports whether anything on disk changed.
 //
 // When generation fails (an invalid card) nothing is touched and the
-// error is returned. Otherwise every file is attempted, and the error
-// joins one error per file that could not be written or removed, each
-// naming the file and the reason.
+// error is returned. Otherwise every file is attempted, and the error, a
+// *SyncError, joins one error per file that could not be written or
+// removed, each naming the file and the reason. A file that cannot be
+// written is removed (see SyncError.Stale): its old content may name
+// device numbers that are another card's by now.
 func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -103,11 +107,23 @@ func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
 	}
 
 	var errs []error
+	var stale []string
 	want := make(map[string]bool, len(files))
 	for _, f := range files {
 		want[f.Name] = true
 		wrote, err := w.write(f)
 		if err != nil {
+			// The old file holds what the device was: after an unbind or
+			// a renumbering its numbers may be another card's by now. No
+			// spec is safer than a wrong one, and removing a file still
+			// works on a full filesystem.
+			stale = append(stale, f.Device)
+			if removed, rmErr := w.removeStale(f.Name); rmErr != nil {
+				err = errors.Join(err, rmErr)
+			} else if removed {
+				changed = true
+				w.log.WithFields(logrus.Fields{"file": f.Name, "device": f.Device}).Warn("removed a CDI spec that could not be updated")
+			}
 			errs = append(errs, err)
 			continue
 		}
@@ -147,7 +163,40 @@ func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
 			errs = append(errs, fmt.Errorf("CDI spec dir: %w", err))
 		}
 	}
-	return changed, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return changed, &SyncError{Stale: stale, Err: err}
+	}
+	return changed, nil
+}
+
+// SyncError is the error of a Sync that could not make every file what
+// it should be. Stale names the devices whose spec could not be written:
+// each one's old file was removed, or, where even that failed (a
+// read-only directory), still holds what the device was. A caller must
+// not hand out a device named there.
+type SyncError struct {
+	// Stale are the device names whose spec is missing or out of date.
+	Stale []string
+	// Err joins the error of every file.
+	Err error
+}
+
+func (e *SyncError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *SyncError) Unwrap() error { return e.Err }
+
+// removeStale removes the file name after its update failed, and says
+// whether there was one.
+func (w *Writer) removeStale(name string) (bool, error) {
+	path := filepath.Join(w.dir, name)
+	if err := os.Remove(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("remove CDI spec %s that could not be updated: %w", path, err)
+	}
+	return true, nil
 }
 
 // tempTag is the tag of a Writer's temporary files: a hash of its kind,
@@ -202,7 +251,7 @@ func (w *Writer) write(f File) (bool, error) {
 	}
 
 	// The directory is synced once per Sync, after every file.
-	err := atomicfile.Write(path, f.Data, FileMode, atomicfile.WithoutDirSync(), atomicfile.WithTempTag(w.tag), atomicfile.WithCheck(func(tmp string) error {
+	err := w.writeFile(path, f.Data, FileMode, atomicfile.WithoutDirSync(), atomicfile.WithTempTag(w.tag), atomicfile.WithCheck(func(tmp string) error {
 		// Load the bytes about to be installed exactly as a runtime's
 		// CDI cache will (ReadSpec parses strictly and validates).
 		if _, err := cdilib.ReadSpec(tmp, 0); err != nil {

@@ -247,6 +247,41 @@ func TestWriterLeavesAnotherKindsTempFiles(t *testing.T) {
 	require.Len(t, got, len(other)+2)
 }
 
+// A spec that cannot be updated (a full or read-only directory) is
+// removed where removal still works: its old content names the device
+// numbers the card had, which may be another card's by now. The error
+// names the stale device.
+func TestWriterRemovesASpecItCannotUpdate(t *testing.T) {
+	dir := t.TempDir()
+	w := newTestWriter(t, dir)
+	a, b := i915("0000:00:02.0", 0, 128), i915("0000:00:03.0", 1, 129)
+	_, err := w.Sync([]drm.Card{a, b})
+	require.NoError(t, err)
+	full := errors.New("no space left on device")
+	w.writeFile = func(path string, data []byte, perm fs.FileMode, opts ...atomicfile.Option) error {
+		if strings.Contains(path, "0000-00-02.0") {
+			return full
+		}
+		return atomicfile.Write(path, data, perm, opts...)
+	}
+	// a unbound: its spec must lose its nodes (Unavailable).
+	changed, err := w.Sync([]drm.Card{Unavailable(a), b})
+	require.ErrorIs(t, err, full)
+	require.True(t, changed)
+	var se *SyncError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, []string{"0000:00:02.0"}, se.Stale)
+	got := cditest.DirFiles(t, dir)
+	require.NotContains(t, got, "dri-cdi.dev-gpu_0000-00-02.0.yaml", "the stale spec must go")
+	require.Contains(t, got, "dri-cdi.dev-gpu_0000-00-03.0.yaml")
+
+	// Space returns: the spec is written again.
+	w.writeFile = atomicfile.Write
+	_, err = w.Sync([]drm.Card{Unavailable(a), b})
+	require.NoError(t, err)
+	require.Contains(t, cditest.DirFiles(t, dir), "dri-cdi.dev-gpu_0000-00-02.0.yaml")
+}
+
 func TestWriterErrors(t *testing.T) {
 	cases := map[string]struct {
 		setup func(t *testing.T, dir string) *Writer

@@ -187,6 +187,12 @@ func (l *Loop) Run(ctx context.Context, backend Backend) error {
 	return a.run(ctx, ln)
 }
 
+// warnings are what /readyz reports without failing: missing host
+// directories and a spec directory that cannot be written.
+func (a *agent) warnings() []string {
+	return append(a.paths.Warnings(), a.rec.SpecWarnings()...)
+}
+
 // errNotReady is returned by the ready check before the first pass.
 var errNotReady = errors.New("first discovery not done")
 
@@ -218,7 +224,7 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 
 	if ln != nil {
-		h := metrics.Handler(a.met.Registry, metrics.Health{Ready: a.Ready, Warnings: a.paths.Warnings})
+		h := metrics.Handler(a.met.Registry, metrics.Health{Ready: a.Ready, Warnings: a.warnings})
 		metrics.Start(ctx, &wg, ln, h, a.log.WithField("component", "metrics"))
 	}
 

@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sirupsen/logrus"
 
@@ -77,6 +79,10 @@ type Reconciler struct {
 	// use to the resource they were handed out from (see SeedUnbound).
 	pinned  map[string]string
 	skipped string
+
+	// specWarning is the last pass's spec error, for /readyz.
+	specMu      sync.Mutex
+	specWarning string
 }
 
 // NewReconciler builds a Reconciler; met may be nil.
@@ -113,7 +119,19 @@ func (r *Reconciler) Reconcile(trigger string) error {
 		specErr = fmt.Errorf("write CDI specs: %w", specErr)
 		pools = keepOnly(pools, r.advertised)
 		nextAdv = advertisedIn(pools)
+		// A card whose spec could not be written has no spec, or one
+		// that may name another card's numbers: listed Unhealthy, so no
+		// new container gets it, until a pass writes it.
+		var se *cdi.SyncError
+		if errors.As(specErr, &se) {
+			for _, id := range se.Stale {
+				if nextAdv[id] {
+					unhealthy[id] = true
+				}
+			}
+		}
 	}
+	r.setSpecWarning(specErr)
 
 	// 2. Device lists.
 	r.publish(pools, unhealthy)
@@ -126,7 +144,9 @@ func (r *Reconciler) Reconcile(trigger string) error {
 	// 3. Specs without the cards that left the lists.
 	if dropped {
 		if err := r.syncSpecs(onlyIn(union, nextAdv)); err != nil {
-			return fmt.Errorf("remove CDI specs of removed cards: %w", err)
+			err = fmt.Errorf("remove CDI specs of removed cards: %w", err)
+			r.setSpecWarning(err)
+			return err
 		}
 	}
 	return nil
@@ -230,6 +250,34 @@ func (r *Reconciler) publish(pools []config.Pool, unhealthy map[string]bool) {
 		r.metrics.Error("server")
 		r.log.WithError(err).Warn("cannot serve every resource yet; retrying")
 	}
+}
+
+// setSpecWarning keeps err, the pass's spec error, for SpecWarnings, and
+// logs when the specs can be written again.
+func (r *Reconciler) setSpecWarning(err error) {
+	w := ""
+	if err != nil {
+		w = err.Error() + ": cards whose spec could not be written are listed Unhealthy until it is"
+	}
+	r.specMu.Lock()
+	was := r.specWarning
+	r.specWarning = w
+	r.specMu.Unlock()
+	if was != "" && w == "" {
+		r.log.Info("CDI specs can be written again")
+	}
+}
+
+// SpecWarnings returns the last pass's spec error, if any, as a /readyz
+// warning: the agent stays up and serves what has a valid spec while the
+// spec directory is full or read-only.
+func (r *Reconciler) SpecWarnings() []string {
+	r.specMu.Lock()
+	defer r.specMu.Unlock()
+	if r.specWarning == "" {
+		return nil
+	}
+	return []string{r.specWarning}
 }
 
 // onlyIn returns the cards whose IDs are in ids, in order.

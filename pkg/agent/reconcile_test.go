@@ -197,6 +197,36 @@ func TestReconcileSpecFailure(t *testing.T) {
 	)
 }
 
+// A card whose spec could not be written (a full or read-only spec dir:
+// cdi.SyncError.Stale) is listed Unhealthy while bound, so no new
+// container gets it; /readyz says why; the next good pass heals both.
+func TestReconcileStaleSpecIsUnhealthy(t *testing.T) {
+	r, host, rec := newTestReconciler(t, config.Default())
+	a, b := gpu("0000:01:00.0", "i915", 0), gpu("0000:02:00.0", "i915", 1)
+	host.plug(a)
+	host.plug(b)
+	require.NoError(t, r.Reconcile("startup"))
+	rec.take()
+	require.Empty(t, r.SpecWarnings())
+
+	rec.specErr = &cdi.SyncError{Stale: []string{a.ID}, Err: errors.New("no space left on device")}
+	err := r.Reconcile("inotify")
+	require.ErrorContains(t, err, "no space left on device")
+	require.Equal(t, []string{
+		"specs 0000:01:00.0,0000:02:00.0",
+		"pools dri-cdi.dev/i915=0000:01:00.0(unhealthy),0000:02:00.0",
+	}, rec.take())
+	require.Len(t, r.SpecWarnings(), 1)
+	require.Contains(t, r.SpecWarnings()[0], "no space left on device")
+
+	rec.specErr = nil
+	requirePass(t, r, rec, "retry",
+		"specs 0000:01:00.0,0000:02:00.0",
+		"pools dri-cdi.dev/i915=0000:01:00.0,0000:02:00.0",
+	)
+	require.Empty(t, r.SpecWarnings())
+}
+
 func TestReconcileDiscoveryError(t *testing.T) {
 	r, host, rec := newTestReconciler(t, config.Default())
 	host.plug(gpu("0000:01:00.0", "i915", 0))
