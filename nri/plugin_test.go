@@ -482,3 +482,29 @@ func TestRuntimeThatNeverAnswers(t *testing.T) {
 	_, err = r.create(pod("plain"), container("app"))
 	require.NoError(t, err)
 }
+
+// TestRunBacksOff: with no runtime listening, the waits between attempts
+// start at MinBackoff and double up to MaxBackoff.
+func TestRunBacksOff(t *testing.T) {
+	r := newRig(t)
+	retries := func() []string {
+		var out []string
+		for _, e := range r.logs.AllEntries() {
+			if d, ok := e.Data["retryIn"].(string); ok {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() {
+		runDone <- r.plugin.Run(ctx, nri.ConnectConfig{
+			Socket: r.nriSock, MinBackoff: time.Millisecond, MaxBackoff: 8 * time.Millisecond,
+		})
+	}()
+	require.Eventually(t, func() bool { return len(retries()) >= 6 }, waitFor, tick)
+	cancel()
+	require.NoError(t, <-runDone)
+	require.Equal(t, []string{"1ms", "2ms", "4ms", "8ms", "8ms", "8ms"}, retries()[:6])
+}
