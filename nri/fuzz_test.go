@@ -40,10 +40,6 @@ type fzKubelet struct {
 	err       error
 }
 
-func (k *fzKubelet) ContainerDevices(context.Context, string, string, string) (map[string][]string, error) {
-	return k.allocated, k.err
-}
-
 func (k *fzKubelet) ContainerAllocation(context.Context, string, string, string) (podresources.Allocation, error) {
 	if k.err != nil {
 		return podresources.Allocation{}, k.err

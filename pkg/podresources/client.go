@@ -21,13 +21,13 @@ import (
 const (
 	// DefaultSocket is where the kubelet serves the PodResources API.
 	DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
-	// DefaultTimeout bounds one ContainerDevices call, Get and List
-	// fallback and rate-limit retries together: about 60 times the
-	// slowest answer measured from a loaded kubelet (4.3 ms), room for
-	// the stalls of a loaded node (100 ms was missed once in a bench
-	// run), six retries while the kubelet's rate limiter refills a token
-	// every 10 ms, and an eighth of containerd's 2 s NRI timeout
-	// (docs/nri.md, "The PodResources deadline").
+	// DefaultTimeout bounds one ContainerAllocation or ContainerDevices
+	// call, Get and List fallback and rate-limit retries together: about
+	// 60 times the slowest answer measured from a loaded kubelet
+	// (4.3 ms), room for the stalls of a loaded node (100 ms was missed
+	// once in a bench run), six retries while the kubelet's rate limiter
+	// refills a token every 10 ms, and an eighth of containerd's 2 s NRI
+	// timeout (docs/nri.md, "The PodResources deadline").
 	DefaultTimeout = 250 * time.Millisecond
 	// maxMsgSize allows List answers of large nodes.
 	maxMsgSize = 16 << 20
@@ -44,7 +44,8 @@ var (
 // Option configures a Client.
 type Option func(*Client)
 
-// WithTimeout bounds each ContainerDevices call (default DefaultTimeout).
+// WithTimeout bounds each ContainerAllocation or ContainerDevices call
+// (default DefaultTimeout).
 // The caller's context deadline still applies when it is earlier.
 func WithTimeout(d time.Duration) Option {
 	return func(c *Client) { c.timeout = d }
