@@ -14,8 +14,8 @@
 // checkpoint (a CheckpointAuthorizer) for regular init containers, which
 // PodResources does not report, and:
 //
-//   - injects the claimed cards the kubelet confirms;
-//   - injects none of the claimed cards it does not confirm, logs a
+//   - injects the annotated cards the kubelet confirms;
+//   - injects none of the annotated cards it does not confirm, logs a
 //     warning and counts the container as denied;
 //   - fails the container when the runtime already resolved a CDI name of
 //     our kind for a card the kubelet did not allocate, because the

@@ -181,9 +181,9 @@ func FuzzAuthorize(f *testing.F) {
 				asked[card] = true
 			}
 		}
-		if claims, err := alloc.Parse(ctr.Annotations); err == nil {
-			for _, cl := range claims {
-				for _, id := range cl.DeviceIDs {
+		if reqs, err := alloc.Parse(ctr.Annotations); err == nil {
+			for _, r := range reqs {
+				for _, id := range r.DeviceIDs {
 					asked[alloc.CardID(id)] = true
 				}
 			}
