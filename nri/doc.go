@@ -59,6 +59,14 @@
 // below it, gets a warning explaining the EPERM it will hit and what to
 // request instead. It is granted nothing.
 //
+// # Running
+//
+// Run is the whole daemon, as dri-cdi-nri's main calls it with the
+// Options of NewFlagSet: it builds the PodResources client (the
+// Authorizer), the checkpoint reader, the SpecIndex and its watch, and
+// the metrics and health server, and runs the plugin until its context
+// ends.
+//
 // # Connection
 //
 // Plugin.Run connects to the runtime's NRI socket as an external plugin,
