@@ -33,10 +33,12 @@ type Options struct {
 	Config string
 	// MetricsAddr serves /metrics, /healthz and /readyz; empty disables.
 	MetricsAddr string
-	// HostStat replaces the plugin's stat of host nodes (tests).
-	HostStat HostStat
 	// Log receives the plugin's logs; main sets it, no flag does.
 	Log *logrus.Entry
+
+	// hostStat replaces the plugin's stat of host nodes (tests, through
+	// export_test.go); nil means StatHost.
+	hostStat HostStat
 }
 
 // NewFlagSet returns the command line of dri-cdi-nri: its flags write

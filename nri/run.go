@@ -55,7 +55,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	pcfg := Config{
 		Kind: conf.Kind(), Resources: conf, Authorizer: client, Devices: store, Metrics: met, Log: log,
-		HostStat: o.HostStat,
+		HostStat: o.hostStat,
 	}
 	if o.KubeletCheckpoint != "" {
 		// Bounded like a PodResources query: both run while the runtime waits.

@@ -62,13 +62,12 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- nri.Run(ctx, nri.Options{
+		done <- nri.Run(ctx, nri.WithHostStat(nri.Options{
 			NRISocket: filepath.Join(dir, "nri.sock"), PluginName: "dri-cdi", PluginIndex: "10",
 			PodResourcesSocket: kubelet.Socket(), PodResourcesTimeout: time.Second,
 			CDIDir: filepath.Join(dir, "cdi"), MetricsAddr: "127.0.0.1:0",
-			HostStat: func(p string) (nri.HostDevice, error) { return hostNodes[p], nil },
-			Log:      logrus.NewEntry(log),
-		})
+			Log: logrus.NewEntry(log),
+		}, func(p string) (nri.HostDevice, error) { return hostNodes[p], nil }))
 	}()
 
 	k, v := alloc.Annotation(res, []string{card})
