@@ -83,14 +83,8 @@ func TestContainerAllocationUnknownPod(t *testing.T) {
 // BenchmarkContainerAllocation is the query the NRI plugin makes for
 // every container that asks for a card.
 func BenchmarkContainerAllocation(b *testing.B) {
-	s := startFake(b)
-	c := newClient(b, s.Socket())
-	ctx := context.Background()
-	_, err := c.ContainerAllocation(ctx, "default", "gpu", "app")
-	require.NoError(b, err)
-	for b.Loop() {
-		if _, err := c.ContainerAllocation(ctx, "default", "gpu", "app"); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchQuery(b, func(ctx context.Context, c *podresources.Client) error {
+		_, err := c.ContainerAllocation(ctx, "default", "gpu", "app")
+		return err
+	})
 }
