@@ -80,7 +80,7 @@ func BenchmarkCreateContainerPlain(b *testing.B) {
 func BenchmarkCreateContainerGPU(b *testing.B) {
 	p := benchPlugin(b)
 	ctx, sandbox, ctr := context.Background(), pod("gpu"), plainContainer()
-	claims(resI915, cardA)(ctr)
+	asks(resI915, cardA)(ctr)
 	b.ReportAllocs()
 	for b.Loop() {
 		adj, _, err := p.CreateContainer(ctx, sandbox, ctr)
@@ -109,7 +109,7 @@ func BenchmarkCreateContainerGPUHostStat(b *testing.B) {
 	require.NoError(b, err)
 	p := benchPluginOn(b, dir, cdi.LoadDevices, podresourcestest.Fixed{resI915: {id}}, nil)
 	ctx, sandbox, ctr := context.Background(), pod("gpu"), plainContainer()
-	claims(resI915, id)(ctr)
+	asks(resI915, id)(ctr)
 	b.ReportAllocs()
 	for b.Loop() {
 		adj, _, err := p.CreateContainer(ctx, sandbox, ctr)
@@ -125,7 +125,7 @@ func BenchmarkCreateContainerGPUPodResources(b *testing.B) {
 	r := newRig(b)
 	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardA}}})
 	ctx, sandbox, ctr := context.Background(), pod("gpu"), plainContainer()
-	claims(resI915, cardA)(ctr)
+	asks(resI915, cardA)(ctr)
 	b.ReportAllocs()
 	for b.Loop() {
 		adj, _, err := r.plugin.CreateContainer(ctx, sandbox, ctr)

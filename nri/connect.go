@@ -12,6 +12,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/sirupsen/logrus"
+
+	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 )
 
 // Connection defaults.
@@ -98,7 +100,7 @@ func (p *Plugin) Run(ctx context.Context, cfg ConnectConfig) error {
 		log = log.WithField("socket", cfg.Socket)
 	}
 
-	delay := cfg.MinBackoff
+	wait := backoff.New(cfg.MinBackoff, cfg.MaxBackoff)
 	for {
 		start := time.Now()
 		registered, err := p.runOnce(ctx, cfg, log, preRegistered)
@@ -116,9 +118,10 @@ func (p *Plugin) Run(ctx context.Context, cfg ConnectConfig) error {
 		// A connection that lasted starts the backoff over; one the runtime
 		// keeps dropping right after registration does not.
 		if registered && time.Since(start) > cfg.MaxBackoff {
-			delay = cfg.MinBackoff
+			wait.Reset()
 		}
 		p.metrics.reconnects.Inc()
+		delay := wait.Next()
 		log.WithError(err).WithField("retryIn", delay.String()).Warn("not connected to the runtime's NRI socket")
 		t := time.NewTimer(delay)
 		select {
@@ -127,7 +130,6 @@ func (p *Plugin) Run(ctx context.Context, cfg ConnectConfig) error {
 			return nil
 		case <-t.C:
 		}
-		delay = min(2*delay, cfg.MaxBackoff)
 	}
 }
 

@@ -14,8 +14,8 @@
 // checkpoint (a CheckpointAuthorizer) for regular init containers, which
 // PodResources does not report, and:
 //
-//   - injects the claimed cards the kubelet confirms;
-//   - injects none of the claimed cards it does not confirm, logs a
+//   - injects the annotated cards the kubelet confirms;
+//   - injects none of the annotated cards it does not confirm, logs a
 //     warning and counts the container as denied;
 //   - fails the container when the runtime already resolved a CDI name of
 //     our kind for a card the kubelet did not allocate, because the
@@ -58,6 +58,14 @@
 // A container that asks for nothing but bind-mounts /dev/dri, or a node
 // below it, gets a warning explaining the EPERM it will hit and what to
 // request instead. It is granted nothing.
+//
+// # Running
+//
+// Run is the whole daemon, as dri-cdi-nri's main calls it with the
+// Options of NewFlagSet: it builds the PodResources client (the
+// Authorizer), the checkpoint reader, the SpecIndex and its watch, and
+// the metrics and health server, and runs the plugin until its context
+// ends.
 //
 // # Connection
 //

@@ -12,25 +12,11 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
-// ClaimAuthorizer is an Authorizer that also reports the devices of a
-// container's DRA ResourceClaims (PodResources DynamicResources) in the
-// same call. *podresources.Client satisfies it. With one, CDI devices of
-// our kind that a claim of our DRA driver gave the container are
-// authorized like device-plugin allocations.
-type ClaimAuthorizer interface {
-	ContainerAllocation(ctx context.Context, namespace, pod, container string) (podresources.Allocation, error)
-}
-
 // allocation asks the kubelet what it allocated to the container: the
 // device-plugin device IDs by resource, and the cards of its DRA claims
 // of our driver.
 func (p *Plugin) allocation(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (map[string][]string, map[string]bool, error) {
-	ca, ok := p.auth.(ClaimAuthorizer)
-	if !ok {
-		devices, err := p.auth.ContainerDevices(ctx, pod.GetNamespace(), pod.GetName(), ctr.GetName())
-		return devices, nil, err
-	}
-	a, err := ca.ContainerAllocation(ctx, pod.GetNamespace(), pod.GetName(), ctr.GetName())
+	a, err := p.auth.ContainerAllocation(ctx, pod.GetNamespace(), pod.GetName(), ctr.GetName())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -68,7 +68,7 @@ func TestCreateContainerDRA(t *testing.T) {
 			want: cardANodes,
 		},
 		"device plugin and DRA in one container: both cards": {
-			ctr:     container("app", claims(resI915, cardA), cdiNames(cardA, cardB), cdiInjected(cardA, cardB)),
+			ctr:     container("app", asks(resI915, cardA), cdiNames(cardA, cardB), cdiInjected(cardA, cardB)),
 			devices: map[string]podresourcestest.Container{"app": {resI915: {cardA}}},
 			claims:  map[string][]podresources.ClaimDevice{"app": {draDevice("gpu", cardB)}},
 			want: append(append([]node(nil), cardANodes...),

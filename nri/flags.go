@@ -4,6 +4,8 @@ import (
 	"flag"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
@@ -11,7 +13,8 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
-// Options are what the command line of dri-cdi-nri sets (NewFlagSet).
+// Options are what the command line of dri-cdi-nri sets (NewFlagSet), and
+// what Run runs it with.
 type Options struct {
 	// NRISocket, PluginName and PluginIndex say how to reach and register
 	// with the runtime (ConnectConfig).
@@ -30,8 +33,12 @@ type Options struct {
 	Config string
 	// MetricsAddr serves /metrics, /healthz and /readyz; empty disables.
 	MetricsAddr string
-	// HostStat replaces the plugin's stat of host nodes (tests).
-	HostStat HostStat
+	// Log receives the plugin's logs; main sets it, no flag does.
+	Log *logrus.Entry
+
+	// hostStat replaces the plugin's stat of host nodes (tests, through
+	// export_test.go); nil means StatHost.
+	hostStat HostStat
 }
 
 // NewFlagSet returns the command line of dri-cdi-nri: its flags write

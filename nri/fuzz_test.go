@@ -40,10 +40,6 @@ type fzKubelet struct {
 	err       error
 }
 
-func (k *fzKubelet) ContainerDevices(context.Context, string, string, string) (map[string][]string, error) {
-	return k.allocated, k.err
-}
-
 func (k *fzKubelet) ContainerAllocation(context.Context, string, string, string) (podresources.Allocation, error) {
 	if k.err != nil {
 		return podresources.Allocation{}, k.err
@@ -185,9 +181,9 @@ func FuzzAuthorize(f *testing.F) {
 				asked[card] = true
 			}
 		}
-		if claims, err := alloc.Parse(ctr.Annotations); err == nil {
-			for _, cl := range claims {
-				for _, id := range cl.DeviceIDs {
+		if reqs, err := alloc.Parse(ctr.Annotations); err == nil {
+			for _, r := range reqs {
+				for _, id := range r.DeviceIDs {
 					asked[alloc.CardID(id)] = true
 				}
 			}

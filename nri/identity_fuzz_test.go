@@ -90,9 +90,10 @@ func drawWorld(data []byte) identityWorld {
 			}
 		}
 	}
-	// The kubelet allocates some cards, the container claims some and
+	// The kubelet allocates some cards, the container asks for some in its
+	// allocation annotation and
 	// names some in CDIDevices, cdi.k8s.io annotations, and env markers.
-	var alloced, claimed []string
+	var alloced, asked []string
 	ctr := &api.Container{Name: "app", Annotations: map[string]string{}}
 	for _, id := range fuzzCards {
 		bits := src.next()
@@ -100,7 +101,7 @@ func drawWorld(data []byte) identityWorld {
 			alloced = append(alloced, id)
 		}
 		if bits&2 != 0 {
-			claimed = append(claimed, id)
+			asked = append(asked, id)
 		}
 		if bits&4 != 0 {
 			ctr.CDIDevices = append(ctr.CDIDevices, &api.CDIDevice{Name: cdi.QualifiedName(testKind, id)})
@@ -115,8 +116,8 @@ func drawWorld(data []byte) identityWorld {
 	if len(alloced) > 0 {
 		w.allocated[resI915] = alloced
 	}
-	if len(claimed) > 0 {
-		k, v := alloc.Annotation(resI915, claimed)
+	if len(asked) > 0 {
+		k, v := alloc.Annotation(resI915, asked)
 		ctr.Annotations[k] = v
 	}
 	w.ctr = ctr

@@ -181,7 +181,7 @@ func TestRenumberedCardIsNeverHandedOver(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := newIdentityRig(t, tc.store, hostWith(afterHost))
 			r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
-			ctr := container("app", claims(resI915, cardX), cdiNames(cardX))
+			ctr := container("app", asks(resI915, cardX), cdiNames(cardX))
 			ctr.Env = tc.env
 			adj, err := r.create(ctr)
 			require.Nil(t, adj, "nothing may be injected")
@@ -201,20 +201,20 @@ func TestHostNumbersMismatch(t *testing.T) {
 	r := newIdentityRig(t, store, host)
 	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
 
-	adj, err := r.create(container("app", claims(resI915, cardX)))
+	adj, err := r.create(container("app", asks(resI915, cardX)))
 	require.NoError(t, err)
 	require.Len(t, adj.GetLinux().GetDevices(), 2)
 
 	host.set("/dev/dri/renderD128", &nri.HostDevice{Char: true, Major: 226, Minor: 129})
-	_, err = r.create(container("app", claims(resI915, cardX)))
+	_, err = r.create(container("app", asks(resI915, cardX)))
 	require.ErrorContains(t, err, "renderD128 should be 226:128, but host /dev/dri/renderD128 is 226:129")
 
 	host.set("/dev/dri/renderD128", &nri.HostDevice{})
-	_, err = r.create(container("app", claims(resI915, cardX)))
+	_, err = r.create(container("app", asks(resI915, cardX)))
 	require.ErrorContains(t, err, "is not a char device")
 
 	host.set("/dev/dri/renderD128", nil)
-	_, err = r.create(container("app", claims(resI915, cardX)))
+	_, err = r.create(container("app", asks(resI915, cardX)))
 	require.ErrorContains(t, err, "host /dev/dri/renderD128: file does not exist")
 }
 
@@ -225,7 +225,7 @@ func TestSharedExtraNodeIsNotChecked(t *testing.T) {
 	store := map[string][]drm.DeviceNode{cardX: nodes}
 	r := newIdentityRig(t, store, hostWith(map[string][2]uint32{cardX: {0, 128}}))
 	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
-	adj, err := r.create(container("app", claims(resI915, cardX)))
+	adj, err := r.create(container("app", asks(resI915, cardX)))
 	require.NoError(t, err)
 	require.Len(t, adj.GetLinux().GetDevices(), 5)
 }
@@ -238,19 +238,19 @@ func TestMissingCardIsReloadedOnce(t *testing.T) {
 	loads := r.loadCount()
 
 	// Still missing after the reload: one reload, then the error.
-	_, err := r.create(container("app", claims(resI915, cardX)))
+	_, err := r.create(container("app", asks(resI915, cardX)))
 	require.ErrorContains(t, err, "card not described by the CDI specs: card "+cardX)
 	require.Equal(t, loads+1, r.loadCount())
 
 	// The agent wrote the spec, the watch did not deliver it yet.
 	r.setCards(map[string][]drm.DeviceNode{cardX: cardNodes(cardX, 0, 128)})
-	adj, err := r.create(container("app", claims(resI915, cardX)))
+	adj, err := r.create(container("app", asks(resI915, cardX)))
 	require.NoError(t, err)
 	require.Len(t, adj.GetLinux().GetDevices(), 4)
 	require.Equal(t, loads+2, r.loadCount())
 
 	// Known now: no reload.
-	_, err = r.create(container("app", claims(resI915, cardX)))
+	_, err = r.create(container("app", asks(resI915, cardX)))
 	require.NoError(t, err)
 	require.Equal(t, loads+2, r.loadCount())
 }

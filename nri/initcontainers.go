@@ -31,8 +31,8 @@ type CheckpointAuthorizer interface {
 // containers".
 //
 // Without a checkpoint source, or when the checkpoint records nothing for
-// the container, it returns no allocation (the annotation stays a claim
-// only). A checkpoint that cannot be read is an error wrapping
+// the container, it returns no allocation (the annotation stays a
+// request only). A checkpoint that cannot be read is an error wrapping
 // ErrUnconfirmed: the container asked for devices, and failing it lets the
 // kubelet retry instead of starting it without them.
 func (p *Plugin) checkpointDevices(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, notReported error) (map[string][]string, error) {

@@ -79,34 +79,34 @@ func TestInitContainerFromCheckpoint(t *testing.T) {
 		wantLog string
 	}{
 		"init container, nri delivery: nodes injected": {
-			pod: pod("withinit"), ctr: container("init", claims(resI915, cardA)), want: cardANodes,
+			pod: pod("withinit"), ctr: container("init", asks(resI915, cardA)), want: cardANodes,
 		},
 		"init container, cdi-cri delivery: CDI nodes verified": {
-			pod: pod("withinit"), ctr: container("init", claims(resI915, cardA), cdiNames(cardA), cdiInjected(cardA)),
+			pod: pod("withinit"), ctr: container("init", asks(resI915, cardA), cdiNames(cardA), cdiInjected(cardA)),
 			want: []node{{"/dev/dri/card1", 226, 1, 0, 0}, {"/dev/dri/renderD128", 226, 128, 0, 0}},
 		},
 		"pod PodResources does not know: from the checkpoint": {
-			pod: pod("notinpodresources"), ctr: container("init", claims(resI915, cardB)), want: cardBNodes,
+			pod: pod("notinpodresources"), ctr: container("init", asks(resI915, cardB)), want: cardBNodes,
 		},
-		"init container claims a card the checkpoint gives it not": {
-			pod: pod("withinit"), ctr: container("init", claims(resI915, cardB)), wantLog: resI915 + "=" + cardB,
+		"init container asks for a card the checkpoint gives it not": {
+			pod: pod("withinit"), ctr: container("init", asks(resI915, cardB)), wantLog: resI915 + "=" + cardB,
 		},
 		"annotation copied from another pod: nothing": {
-			pod: pod("copycat"), ctr: container("init", claims(resI915, cardA)), wantLog: resI915 + "=" + cardA,
+			pod: pod("copycat"), ctr: container("init", asks(resI915, cardA)), wantLog: resI915 + "=" + cardA,
 		},
 		"annotation copied from the pod's earlier incarnation (same name, new UID): nothing": {
 			pod:     &api.PodSandbox{Id: "sandbox-withinit-2", Name: "withinit", Namespace: "default", Uid: "uid-withinit-2"},
-			ctr:     container("init", claims(resI915, cardA)),
+			ctr:     container("init", asks(resI915, cardA)),
 			wantLog: resI915 + "=" + cardA,
 		},
 		"CDI nodes of a card the checkpoint does not give this pod: container fails": {
 			pod:     pod("copycat"),
-			ctr:     container("init", claims(resI915, cardA), cdiNames(cardA), cdiInjected(cardA)),
+			ctr:     container("init", asks(resI915, cardA), cdiNames(cardA), cdiInjected(cardA)),
 			wantErr: []string{"default/copycat", `"init"`, cardA, "not allocated"},
 		},
 		"no pod UID from the runtime: container fails": {
 			pod:     &api.PodSandbox{Id: "sandbox-x", Name: "withinit", Namespace: "default"},
-			ctr:     container("init", claims(resI915, cardA)),
+			ctr:     container("init", asks(resI915, cardA)),
 			wantErr: []string{"default/withinit", "no pod UID"},
 		},
 	}
@@ -125,13 +125,13 @@ func TestInitContainerFromCheckpoint(t *testing.T) {
 
 	t.Run("unreadable checkpoint: the asking container fails, others do not", func(t *testing.T) {
 		require.NoError(t, os.Remove(r.checkpointPath()))
-		_, err := r.create(pod("withinit"), container("init", claims(resI915, cardA)))
+		_, err := r.create(pod("withinit"), container("init", asks(resI915, cardA)))
 		require.Error(t, err)
 		require.ErrorContains(t, err, "cannot confirm")
 		require.ErrorContains(t, err, r.checkpointPath())
 		require.ErrorContains(t, err, "device-plugins")
 
-		spec, err := r.create(pod("withinit"), container("app", claims(resI915, cardA)))
+		spec, err := r.create(pod("withinit"), container("app", asks(resI915, cardA)))
 		require.NoError(t, err, "PodResources still answers for app containers")
 		require.Equal(t, cardANodes, nodesOf(spec))
 		_, err = r.create(pod("withinit"), container("plain"))

@@ -14,7 +14,7 @@ const (
 	resultNone     = "none"     // asked for nothing
 	resultVerified = "verified" // allowed cards already present, nothing added
 	resultInjected = "injected" // nodes added
-	resultDenied   = "denied"   // claims denied, nothing added
+	resultDenied   = "denied"   // annotated devices denied, nothing added
 	resultError    = "error"    // container failed
 )
 

@@ -14,13 +14,14 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
-// Authorizer tells which device IDs the kubelet allocated to a container,
-// by resource name. *podresources.Client satisfies it. An error wrapping
+// Authorizer tells what the kubelet allocated to a container, device
+// plugins and DRA claims together, with one question to the kubelet.
+// *podresources.Client satisfies it. An error wrapping
 // podresources.ErrPodNotFound or podresources.ErrContainerNotFound means
 // the kubelet allocated the container nothing; any other error means the
 // kubelet could not be asked.
 type Authorizer interface {
-	ContainerDevices(ctx context.Context, namespace, pod, container string) (map[string][]string, error)
+	ContainerAllocation(ctx context.Context, namespace, pod, container string) (podresources.Allocation, error)
 }
 
 // Config is what a Plugin needs.

@@ -96,7 +96,7 @@ func TestCreateContainer(t *testing.T) {
 		},
 		"allocated (nri delivery): nodes and cgroup rules": {
 			pod:       "gpu",
-			ctr:       container("app", claims(resI915, cardA)),
+			ctr:       container("app", asks(resI915, cardA)),
 			allocated: map[string]podresourcestest.Container{"app": {resI915: {cardA}}},
 			want:      cardANodes,
 			wantRules: [][2]int64{{226, 1}, {226, 128}},
@@ -104,27 +104,27 @@ func TestCreateContainer(t *testing.T) {
 		},
 		"already injected by the runtime's CDI: nothing duplicated": {
 			pod:       "cdi",
-			ctr:       container("app", claims(resI915, cardA), cdiNames(cardA), cdiInjected(cardA)),
+			ctr:       container("app", asks(resI915, cardA), cdiNames(cardA), cdiInjected(cardA)),
 			allocated: map[string]podresourcestest.Container{"app": {resI915: {cardA}}},
 			want:      []node{{"/dev/dri/card1", 226, 1, 0, 0}, {"/dev/dri/renderD128", 226, 128, 0, 0}},
 			wantRules: [][2]int64{{226, 1}, {226, 128}},
 		},
 		"forged annotation, nothing allocated: nothing injected": {
 			pod:       "forged",
-			ctr:       container("app", claims(resI915, cardA)),
+			ctr:       container("app", asks(resI915, cardA)),
 			allocated: map[string]podresourcestest.Container{"app": {}},
 			wantLog:   resI915 + "=" + cardA,
 			metric:    "dri_cdi_nri_containers_denied_total",
 		},
 		"forged annotation, pod unknown to the kubelet: nothing injected": {
 			pod:     "not-a-kubelet-pod",
-			ctr:     container("app", claims(resI915, cardA)),
+			ctr:     container("app", asks(resI915, cardA)),
 			wantLog: resI915 + "=" + cardA,
 			metric:  "dri_cdi_nri_containers_denied_total",
 		},
 		"annotation names another container's card": {
 			pod: "two",
-			ctr: container("app", claims(resI915, cardA, cardB)),
+			ctr: container("app", asks(resI915, cardA, cardB)),
 			allocated: map[string]podresourcestest.Container{
 				"app":   {resI915: {cardA}},
 				"other": {resI915: {cardB}},
@@ -135,14 +135,14 @@ func TestCreateContainer(t *testing.T) {
 		},
 		"replica IDs of one card": {
 			pod:       "replicas",
-			ctr:       container("app", claims(resI915, alloc.ReplicaID(cardA, 0), alloc.ReplicaID(cardA, 1))),
+			ctr:       container("app", asks(resI915, alloc.ReplicaID(cardA, 0), alloc.ReplicaID(cardA, 1))),
 			allocated: map[string]podresourcestest.Container{"app": {resI915: {alloc.ReplicaID(cardA, 1), alloc.ReplicaID(cardA, 0)}}},
 			want:      cardANodes,
 			wantRules: [][2]int64{{226, 1}, {226, 128}},
 		},
 		"partly injected by the runtime's CDI: the rest added": {
 			pod: "cdi-partial",
-			ctr: container("app", claims(resI915, cardA), cdiNames(cardA), func(c *api.Container) {
+			ctr: container("app", asks(resI915, cardA), cdiNames(cardA), func(c *api.Container) {
 				c.Linux = &api.LinuxContainer{Devices: []*api.LinuxDevice{{Path: "/dev/dri/card1", Type: "c", Major: 226, Minor: 1}}}
 			}),
 			allocated: map[string]podresourcestest.Container{"app": {resI915: {cardA}}},
@@ -151,14 +151,14 @@ func TestCreateContainer(t *testing.T) {
 		},
 		"non-root user owns the nodes": {
 			pod:       "nonroot",
-			ctr:       container("app", claims(resI915, cardA), user(1000, 1000)),
+			ctr:       container("app", asks(resI915, cardA), user(1000, 1000)),
 			allocated: map[string]podresourcestest.Container{"app": {resI915: {cardA}}},
 			want:      []node{{"/dev/dri/card1", 226, 1, 1000, 44}, {"/dev/dri/renderD128", 226, 128, 1000, renderGID}},
 			wantRules: [][2]int64{{226, 1}, {226, 128}},
 		},
 		"CDI device of our kind the kubelet did not allocate: container fails": {
 			pod:       "cdi-forged",
-			ctr:       container("app", claims(resI915, cardA), cdiNames(cardA, cardB), cdiInjected(cardA, cardB)),
+			ctr:       container("app", asks(resI915, cardA), cdiNames(cardA, cardB), cdiInjected(cardA, cardB)),
 			allocated: map[string]podresourcestest.Container{"app": {resI915: {cardA}}},
 			wantErr:   []string{"default/cdi-forged", `"app"`, cardB, "not allocated"},
 			metric:    "dri_cdi_nri_errors_total",
@@ -175,13 +175,13 @@ func TestCreateContainer(t *testing.T) {
 		},
 		"allocated card unknown to the specs: clear error": {
 			pod:       "unknown-card",
-			ctr:       container("app", claims(resI915, "0000:99:00.0")),
+			ctr:       container("app", asks(resI915, "0000:99:00.0")),
 			allocated: map[string]podresourcestest.Container{"app": {resI915: {"0000:99:00.0"}}},
 			wantErr:   []string{"default/unknown-card", "0000:99:00.0", "not described by the CDI specs"},
 		},
 		"resource dri-cdi does not serve: ignored": {
 			pod: "other-resource",
-			ctr: container("app", claims("example.com/gpu", cardA)),
+			ctr: container("app", asks("example.com/gpu", cardA)),
 		},
 		"hostPath /dev/dri without a request: warned, nothing granted": {
 			pod:     "hostpath",
@@ -261,7 +261,7 @@ func TestPodResourcesDown(t *testing.T) {
 	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardA}}})
 	r.kubelet.Stop()
 
-	_, err := r.create(pod("gpu"), container("app", claims(resI915, cardA)))
+	_, err := r.create(pod("gpu"), container("app", asks(resI915, cardA)))
 	require.Error(t, err)
 	require.ErrorContains(t, err, "default/gpu")
 	require.ErrorContains(t, err, `"app"`)
@@ -282,7 +282,7 @@ func TestPodResourcesDown(t *testing.T) {
 	t.Cleanup(k.Stop)
 	k.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardA}}})
 	require.Eventually(t, func() bool {
-		spec, err := r.create(pod("gpu"), container("app", claims(resI915, cardA)))
+		spec, err := r.create(pod("gpu"), container("app", asks(resI915, cardA)))
 		return err == nil && len(spec.Linux.Devices) == 2
 	}, waitFor, 20*time.Millisecond)
 	require.True(t, r.plugin.Connected())
@@ -294,7 +294,7 @@ func TestPodResourcesSlow(t *testing.T) {
 	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardA}}})
 	r.kubelet.SetDelay(time.Minute)
 
-	_, err := r.create(pod("gpu"), container("app", claims(resI915, cardA)))
+	_, err := r.create(pod("gpu"), container("app", asks(resI915, cardA)))
 	require.Error(t, err)
 	require.ErrorContains(t, err, "default/gpu")
 	require.ErrorContains(t, err, "DeadlineExceeded")
@@ -307,7 +307,7 @@ func TestPodResourcesSlow(t *testing.T) {
 
 	// The runtime did not drop the plugin for the failure.
 	r.kubelet.SetDelay(0)
-	spec, err = r.create(pod("gpu"), container("app", claims(resI915, cardA)))
+	spec, err = r.create(pod("gpu"), container("app", asks(resI915, cardA)))
 	require.NoError(t, err)
 	require.Len(t, spec.Linux.Devices, 2)
 }
@@ -324,7 +324,7 @@ func TestReconnectAfterRuntimeRestart(t *testing.T) {
 		r.startRuntime()
 		r.waitRegistered()
 
-		spec, err := r.create(pod("gpu"), container("app", claims(resI915, cardA)))
+		spec, err := r.create(pod("gpu"), container("app", asks(resI915, cardA)))
 		require.NoError(t, err)
 		require.Len(t, spec.Linux.Devices, 2)
 		require.Equal(t, 1, allowRules(spec, 226, 128))
@@ -367,7 +367,7 @@ func TestPreRegistered(t *testing.T) {
 	}()
 	r.waitRegistered()
 	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardA}}})
-	spec, err := r.create(pod("gpu"), container("app", claims(resI915, cardA)))
+	spec, err := r.create(pod("gpu"), container("app", asks(resI915, cardA)))
 	require.NoError(t, err)
 	require.Len(t, spec.Linux.Devices, 2)
 
@@ -418,7 +418,7 @@ func TestNewRejectsIncompleteConfig(t *testing.T) {
 func TestErrorIsNotATimeout(t *testing.T) {
 	r := newRig(t, withPodResourcesTimeout(50*time.Millisecond))
 	r.kubelet.SetDelay(time.Minute)
-	_, _, err := r.plugin.CreateContainer(context.Background(), pod("gpu"), container("app", claims(resI915, cardA)))
+	_, _, err := r.plugin.CreateContainer(context.Background(), pod("gpu"), container("app", asks(resI915, cardA)))
 	require.Error(t, err)
 	require.False(t, errors.Is(err, context.DeadlineExceeded))
 	require.ErrorContains(t, err, "DeadlineExceeded")
@@ -481,4 +481,30 @@ func TestRuntimeThatNeverAnswers(t *testing.T) {
 	r.waitRegistered()
 	_, err = r.create(pod("plain"), container("app"))
 	require.NoError(t, err)
+}
+
+// TestRunBacksOff: with no runtime listening, the waits between attempts
+// start at MinBackoff and double up to MaxBackoff.
+func TestRunBacksOff(t *testing.T) {
+	r := newRig(t)
+	retries := func() []string {
+		var out []string
+		for _, e := range r.logs.AllEntries() {
+			if d, ok := e.Data["retryIn"].(string); ok {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() {
+		runDone <- r.plugin.Run(ctx, nri.ConnectConfig{
+			Socket: r.nriSock, MinBackoff: time.Millisecond, MaxBackoff: 8 * time.Millisecond,
+		})
+	}()
+	require.Eventually(t, func() bool { return len(retries()) >= 6 }, waitFor, tick)
+	cancel()
+	require.NoError(t, <-runDone)
+	require.Equal(t, []string{"1ms", "2ms", "4ms", "8ms", "8ms", "8ms"}, retries()[:6])
 }

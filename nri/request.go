@@ -38,28 +38,28 @@ type ResourceFilter interface {
 
 // request is what one container asks dri-cdi for.
 type request struct {
-	// claims are the allocation annotations of resources we serve.
-	claims []alloc.Claim
+	// annotated are the allocation annotations of resources we serve.
+	annotated []alloc.Request
 	// cdiCards are the card IDs (or "all") of the CDI devices of our kind
 	// the runtime resolved for the container (from Container.CDIDevices
 	// and cdi.k8s.io/* annotations), sorted, without duplicates.
 	cdiCards []string
 }
 
-func (r *request) empty() bool { return len(r.claims) == 0 && len(r.cdiCards) == 0 }
+func (r *request) empty() bool { return len(r.annotated) == 0 && len(r.cdiCards) == 0 }
 
 // parseRequest extracts what a container asks for. kind is our CDI kind.
-// Claims of resources served does not cover are dropped. The common case,
+// Annotations of resources served does not cover are dropped. The common case,
 // a container asking for nothing, allocates nothing.
 func parseRequest(c *api.Container, kind string, served ResourceFilter) (request, error) {
 	var req request
-	claims, err := alloc.Parse(c.GetAnnotations())
+	asked, err := alloc.Parse(c.GetAnnotations())
 	if err != nil {
 		return request{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	for _, cl := range claims {
-		if served.ServesResource(cl.Resource) {
-			req.claims = append(req.claims, cl)
+	for _, a := range asked {
+		if served.ServesResource(a.Resource) {
+			req.annotated = append(req.annotated, a)
 		}
 	}
 	prefix := kind + "="
@@ -97,7 +97,7 @@ func compact(s []string) []string {
 type decision struct {
 	// cards are the card IDs to give the container, sorted.
 	cards []string
-	// denied are the claimed "<resource>=<device ID>" the kubelet did not
+	// denied are the annotated "<resource>=<device ID>" the kubelet did not
 	// allocate to the container, sorted.
 	denied []string
 }
@@ -106,7 +106,7 @@ type decision struct {
 // allocated to the container (resource name → device IDs). Only device
 // IDs of resources served covers count. A CDI device of our kind for a
 // card outside that allocation is an error wrapping ErrNotAllocated;
-// claimed device IDs outside it are denied.
+// annotated device IDs outside it are denied.
 func authorize(req request, allocated map[string][]string, served ResourceFilter) (decision, error) {
 	allowed := map[string]map[string]bool{}
 	allowedCards := map[string]bool{}
@@ -142,10 +142,10 @@ func authorize(req request, allocated map[string][]string, served ResourceFilter
 	}
 
 	var dec decision
-	for _, cl := range req.claims {
-		for _, id := range cl.DeviceIDs {
-			if !allowed[cl.Resource][id] {
-				dec.denied = append(dec.denied, cl.Resource+"="+id)
+	for _, a := range req.annotated {
+		for _, id := range a.DeviceIDs {
+			if !allowed[a.Resource][id] {
+				dec.denied = append(dec.denied, a.Resource+"="+id)
 				continue
 			}
 			cards[alloc.CardID(id)] = true

@@ -34,7 +34,7 @@ func annotations(kv ...string) map[string]string {
 	return m
 }
 
-func claim(resource string, ids ...string) (string, string) {
+func annotationOf(resource string, ids ...string) (string, string) {
 	return alloc.Annotation(resource, ids)
 }
 
@@ -47,9 +47,9 @@ func cdiDevices(names ...string) []*api.CDIDevice {
 }
 
 func TestParseRequest(t *testing.T) {
-	kA, vA := claim(resI915, cardA)
-	kX, vX := claim(resXe, alloc.ReplicaID(cardB, 1), alloc.ReplicaID(cardB, 0))
-	kO, vO := claim("example.com/other", cardA)
+	kA, vA := annotationOf(resI915, cardA)
+	kX, vX := annotationOf(resXe, alloc.ReplicaID(cardB, 1), alloc.ReplicaID(cardB, 0))
+	kO, vO := annotationOf("example.com/other", cardA)
 	tests := map[string]struct {
 		ctr     *api.Container
 		want    request
@@ -63,13 +63,13 @@ func TestParseRequest(t *testing.T) {
 			ctr:  &api.Container{},
 			want: request{},
 		},
-		"one claim": {
+		"one annotation": {
 			ctr:  &api.Container{Annotations: annotations(kA, vA)},
-			want: request{claims: []alloc.Claim{{Resource: resI915, DeviceIDs: []string{cardA}}}},
+			want: request{annotated: []alloc.Request{{Resource: resI915, DeviceIDs: []string{cardA}}}},
 		},
 		"two resources, replicas": {
 			ctr: &api.Container{Annotations: annotations(kA, vA, kX, vX)},
-			want: request{claims: []alloc.Claim{
+			want: request{annotated: []alloc.Request{
 				{Resource: resI915, DeviceIDs: []string{cardA}},
 				{Resource: resXe, DeviceIDs: []string{cardB + "::0", cardB + "::1"}},
 			}},
@@ -117,40 +117,42 @@ func TestParseRequest(t *testing.T) {
 }
 
 func TestAuthorize(t *testing.T) {
-	req := func(claims []alloc.Claim, cdi ...string) request { return request{claims: claims, cdiCards: cdi} }
-	cl := func(res string, ids ...string) alloc.Claim { return alloc.Claim{Resource: res, DeviceIDs: ids} }
+	req := func(annotated []alloc.Request, cdi ...string) request {
+		return request{annotated: annotated, cdiCards: cdi}
+	}
+	cl := func(res string, ids ...string) alloc.Request { return alloc.Request{Resource: res, DeviceIDs: ids} }
 	tests := map[string]struct {
 		req       request
 		allocated map[string][]string
 		want      decision
 		wantErr   string
 	}{
-		"claim allocated": {
-			req:       req([]alloc.Claim{cl(resI915, cardA)}),
+		"annotation allocated": {
+			req:       req([]alloc.Request{cl(resI915, cardA)}),
 			allocated: map[string][]string{resI915: {cardA}},
 			want:      decision{cards: []string{cardA}},
 		},
 		"replicas of one card give the card once": {
-			req:       req([]alloc.Claim{cl(resXe, cardB+"::0", cardB+"::1")}),
+			req:       req([]alloc.Request{cl(resXe, cardB+"::0", cardB+"::1")}),
 			allocated: map[string][]string{resXe: {cardB + "::1", cardB + "::0"}},
 			want:      decision{cards: []string{cardB}},
 		},
-		"forged claim, nothing allocated": {
-			req:  req([]alloc.Claim{cl(resI915, cardA)}),
+		"forged annotation, nothing allocated": {
+			req:  req([]alloc.Request{cl(resI915, cardA)}),
 			want: decision{denied: []string{resI915 + "=" + cardA}},
 		},
-		"claim beyond the allocation": {
-			req:       req([]alloc.Claim{cl(resI915, cardA, cardB)}),
+		"annotation beyond the allocation": {
+			req:       req([]alloc.Request{cl(resI915, cardA, cardB)}),
 			allocated: map[string][]string{resI915: {cardA}},
 			want:      decision{cards: []string{cardA}, denied: []string{resI915 + "=" + cardB}},
 		},
 		"allocated under another served resource": {
-			req:       req([]alloc.Claim{cl(resI915, cardA)}),
+			req:       req([]alloc.Request{cl(resI915, cardA)}),
 			allocated: map[string][]string{resXe: {cardA}},
 			want:      decision{denied: []string{resI915 + "=" + cardA}},
 		},
 		"allocated under a resource we do not serve": {
-			req:       req([]alloc.Claim{cl(resI915, cardA)}, cardA),
+			req:       req([]alloc.Request{cl(resI915, cardA)}, cardA),
 			allocated: map[string][]string{"example.com/gpu": {cardA}},
 			wantErr:   cardA,
 		},
@@ -165,7 +167,7 @@ func TestAuthorize(t *testing.T) {
 			want:      decision{cards: []string{cardB}},
 		},
 		"cdi device not allocated": {
-			req:       req([]alloc.Claim{cl(resI915, cardA)}, cardA, cardB),
+			req:       req([]alloc.Request{cl(resI915, cardA)}, cardA, cardB),
 			allocated: map[string][]string{resI915: {cardA}},
 			wantErr:   cardB,
 		},
@@ -175,7 +177,7 @@ func TestAuthorize(t *testing.T) {
 			wantErr:   "all",
 		},
 		"kubelet reports garbage IDs": {
-			req:       req([]alloc.Claim{cl(resI915, cardA)}),
+			req:       req([]alloc.Request{cl(resI915, cardA)}),
 			allocated: map[string][]string{resI915: {"../x", ""}},
 			want:      decision{denied: []string{resI915 + "=" + cardA}},
 		},
@@ -189,10 +191,10 @@ func TestAuthorize(t *testing.T) {
 }
 
 // FuzzParseRequest feeds arbitrary annotation and CDI names: parsing must
-// never panic, and whatever it accepts must be valid card IDs and claims
+// never panic, and whatever it accepts must be valid card IDs and annotations
 // of served resources.
 func FuzzParseRequest(f *testing.F) {
-	kA, vA := claim(resI915, cardA)
+	kA, vA := annotationOf(resI915, cardA)
 	f.Add(kA, vA, testKind+"="+cardA)
 	f.Add(alloc.AnnotationPrefix+"x", "x=../../a", testKind+"=../b")
 	f.Add(kA, resI915+"=a::1,a::2,a::1", testKind+"=all")
@@ -213,9 +215,9 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			require.False(t, strings.Contains(c, "/"))
 		}
-		for _, cl := range req.claims {
-			require.True(t, testServed.ServesResource(cl.Resource))
-			for _, id := range cl.DeviceIDs {
+		for _, a := range req.annotated {
+			require.True(t, testServed.ServesResource(a.Resource))
+			for _, id := range a.DeviceIDs {
 				require.NotEmpty(t, alloc.CardID(id))
 			}
 		}

@@ -387,7 +387,8 @@ func container(name string, opts ...ctrOpt) *api.Container {
 	return c
 }
 
-func claims(resource string, ids ...string) ctrOpt {
+// asks gives the container the allocation annotation of resource and ids.
+func asks(resource string, ids ...string) ctrOpt {
 	return func(c *api.Container) {
 		k, v := alloc.Annotation(resource, ids)
 		c.Annotations[k] = v

@@ -15,6 +15,7 @@ import (
 
 func main() {
 	os.Exit(daemon.Main(nri.NewFlagSet, func(ctx context.Context, o nri.Options, log *logrus.Logger) error {
-		return run(ctx, o, log.WithField("component", "dri-cdi-nri"))
+		o.Log = logrus.NewEntry(log).WithField("component", "dri-cdi-nri")
+		return nri.Run(ctx, o)
 	}))
 }

@@ -141,21 +141,23 @@ func AnnotationValue(resource string, deviceIDs []string) string {
 	return resource + "=" + strings.Join(ids, ",")
 }
 
-// Claim is what a container's annotations say it was allocated.
-type Claim struct {
+// Request is what a container's allocation annotation says it was
+// allocated under one resource: what it asks for, which the NRI plugin
+// checks against the kubelet.
+type Request struct {
 	// Resource is the extended resource name, e.g. dri-cdi.dev/i915.
 	Resource string
 	// DeviceIDs are kubelet device IDs, sorted, without duplicates.
 	DeviceIDs []string
 }
 
-// Parse extracts the allocation claims from container annotations. Keys
+// Parse extracts the allocation requests from container annotations. Keys
 // without AnnotationPrefix are ignored. A key with the prefix whose value
 // is malformed, names a resource whose key differs, or carries an invalid
 // device ID is an error that names the key and the reason; no partial
 // result is returned then.
-func Parse(annotations map[string]string) ([]Claim, error) {
-	var claims []Claim
+func Parse(annotations map[string]string) ([]Request, error) {
+	var reqs []Request
 	keys := make([]string, 0, len(annotations))
 	for k := range annotations {
 		if strings.HasPrefix(k, AnnotationPrefix) {
@@ -168,14 +170,14 @@ func Parse(annotations map[string]string) ([]Claim, error) {
 		if err != nil {
 			return nil, err
 		}
-		claims = append(claims, c)
+		reqs = append(reqs, c)
 	}
-	return claims, nil
+	return reqs, nil
 }
 
-func parseValue(key, value string) (Claim, error) {
-	fail := func(format string, a ...any) (Claim, error) {
-		return Claim{}, fmt.Errorf("%w %s: %s", ErrBadAnnotation, key, fmt.Sprintf(format, a...))
+func parseValue(key, value string) (Request, error) {
+	fail := func(format string, a ...any) (Request, error) {
+		return Request{}, fmt.Errorf("%w %s: %s", ErrBadAnnotation, key, fmt.Sprintf(format, a...))
 	}
 	if len(value) > 64<<10 {
 		return fail("value is %d bytes, more than 64 KiB", len(value))
@@ -205,7 +207,7 @@ func parseValue(key, value string) (Claim, error) {
 		}
 	}
 	sort.Strings(ids)
-	return Claim{Resource: resource, DeviceIDs: ids}, nil
+	return Request{Resource: resource, DeviceIDs: ids}, nil
 }
 
 // Truncate shortens untrusted input (annotation values, CDI device names)

@@ -64,11 +64,11 @@ func TestAnnotationRoundTrip(t *testing.T) {
 			}
 			require.True(t, strings.HasPrefix(key, AnnotationPrefix))
 			require.LessOrEqual(t, len(strings.TrimPrefix(key, "dri-cdi.dev/")), 63)
-			claims, err := Parse(map[string]string{key: value, "unrelated": "x"})
+			reqs, err := Parse(map[string]string{key: value, "unrelated": "x"})
 			require.NoError(t, err)
-			require.Len(t, claims, 1)
-			require.Equal(t, tc.resource, claims[0].Resource)
-			require.ElementsMatch(t, tc.ids, claims[0].DeviceIDs)
+			require.Len(t, reqs, 1)
+			require.Equal(t, tc.resource, reqs[0].Resource)
+			require.ElementsMatch(t, tc.ids, reqs[0].DeviceIDs)
 		})
 	}
 }
@@ -108,23 +108,23 @@ func TestParseErrors(t *testing.T) {
 		"garbage unicode": {map[string]string{key: "dri-cdi.dev/i915=\xff\xfe"}, "invalid character"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			claims, err := Parse(tc.annotations)
+			reqs, err := Parse(tc.annotations)
 			require.ErrorIs(t, err, ErrBadAnnotation)
 			require.ErrorContains(t, err, tc.wantErr)
-			require.Nil(t, claims)
+			require.Nil(t, reqs)
 		})
 	}
 }
 
 func TestParseDeduplicatesAndIgnoresOthers(t *testing.T) {
 	key := AnnotationKey("dri-cdi.dev/i915")
-	claims, err := Parse(map[string]string{
+	reqs, err := Parse(map[string]string{
 		key:                       "dri-cdi.dev/i915=b,a,b",
 		"io.kubernetes.pod.name":  "x",
 		"dri-cdi.dev/other-thing": "y",
 	})
 	require.NoError(t, err)
-	require.Equal(t, []Claim{{Resource: "dri-cdi.dev/i915", DeviceIDs: []string{"a", "b"}}}, claims)
+	require.Equal(t, []Request{{Resource: "dri-cdi.dev/i915", DeviceIDs: []string{"a", "b"}}}, reqs)
 }
 
 func FuzzParse(f *testing.F) {
@@ -133,12 +133,12 @@ func FuzzParse(f *testing.F) {
 	f.Add(key, "")
 	f.Add(AnnotationPrefix+"x", "x=../a")
 	f.Fuzz(func(t *testing.T, k, v string) {
-		claims, err := Parse(map[string]string{k: v})
+		reqs, err := Parse(map[string]string{k: v})
 		if err != nil {
-			require.Nil(t, claims)
+			require.Nil(t, reqs)
 			return
 		}
-		for _, c := range claims {
+		for _, c := range reqs {
 			require.Equal(t, k, AnnotationKey(c.Resource))
 			for _, id := range c.DeviceIDs {
 				card, _, err := ParseDeviceID(id)

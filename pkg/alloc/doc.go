@@ -17,6 +17,6 @@
 //
 //	dri-cdi.dev/alloc.dri-cdi.dev_i915: "dri-cdi.dev/i915=0000:00:02.0,0000:03:00.0"
 //
-// An annotation is a claim, never a grant: the NRI plugin injects only
+// An annotation is a request, never a grant: the NRI plugin injects only
 // what the kubelet's PodResources API confirms.
 package alloc

@@ -9,23 +9,25 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 )
 
 const (
 	// DefaultSocket is where the kubelet serves the PodResources API.
 	DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
-	// DefaultTimeout bounds one ContainerDevices call, Get and List
-	// fallback and rate-limit retries together: about 60 times the
-	// slowest answer measured from a loaded kubelet (4.3 ms), room for
-	// the stalls of a loaded node (100 ms was missed once in a bench
-	// run), six retries while the kubelet's rate limiter refills a token
-	// every 10 ms, and an eighth of containerd's 2 s NRI timeout
-	// (docs/nri.md, "The PodResources deadline").
+	// DefaultTimeout bounds one ContainerAllocation or ContainerDevices
+	// call, Get and List fallback and rate-limit retries together: about
+	// 60 times the slowest answer measured from a loaded kubelet
+	// (4.3 ms), room for the stalls of a loaded node (100 ms was missed
+	// once in a bench run), six retries while the kubelet's rate limiter
+	// refills a token every 10 ms, and an eighth of containerd's 2 s NRI
+	// timeout (docs/nri.md, "The PodResources deadline").
 	DefaultTimeout = 250 * time.Millisecond
 	// maxMsgSize allows List answers of large nodes.
 	maxMsgSize = 16 << 20
@@ -42,7 +44,8 @@ var (
 // Option configures a Client.
 type Option func(*Client)
 
-// WithTimeout bounds each ContainerDevices call (default DefaultTimeout).
+// WithTimeout bounds each ContainerAllocation or ContainerDevices call
+// (default DefaultTimeout).
 // The caller's context deadline still applies when it is earlier.
 func WithTimeout(d time.Duration) Option {
 	return func(c *Client) { c.timeout = d }
@@ -79,7 +82,7 @@ func New(socket string, opts ...Option) (*Client, error) {
 		// The kubelet restarts in seconds; do not let gRPC's default
 		// backoff (up to two minutes) keep us disconnected after that.
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff: backoff.Config{
+			Backoff: grpcbackoff.Config{
 				BaseDelay:  50 * time.Millisecond,
 				Multiplier: 1.6,
 				Jitter:     0.2,
@@ -134,7 +137,8 @@ func (c *Client) podResources(ctx context.Context, namespace, pod string) (*v1.P
 	// limited is the last rate-limit rejection, so that a deadline that
 	// ends during the next call still says why the calls took so long.
 	var limited error
-	for wait := retryStart; ; wait = min(2*wait, retryMax) {
+	wait := retryBackoff()
+	for {
 		if !c.noGet.Load() {
 			res, err = c.get(ctx, namespace, pod)
 			if err != nil && getUnavailable(err) {
@@ -148,12 +152,8 @@ func (c *Client) podResources(ctx context.Context, namespace, pod string) (*v1.P
 			break
 		}
 		limited = err
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if wait.Sleep(ctx) != nil {
 			return nil, fmt.Errorf("%w (rate-limited by the kubelet until the deadline)", err)
-		case <-t.C:
 		}
 	}
 	if c := status.Code(err); err != nil && limited != nil && (c == codes.DeadlineExceeded || c == codes.Canceled) {
@@ -167,6 +167,10 @@ const (
 	retryStart = 5 * time.Millisecond
 	retryMax   = 50 * time.Millisecond
 )
+
+// retryBackoff is the wait between calls the kubelet rejected by its rate
+// limit: 5, 10, 20, 40 ms, then 50 ms until the deadline.
+func retryBackoff() backoff.Backoff { return backoff.New(retryStart, retryMax) }
 
 func (c *Client) get(ctx context.Context, namespace, pod string) (*v1.PodResources, error) {
 	rsp, err := c.api.Get(ctx, &v1.GetPodResourcesRequest{PodName: pod, PodNamespace: namespace})

@@ -7,23 +7,25 @@
 // A Client holds one gRPC connection to the kubelet's unix socket for its
 // whole life. The connection is dialed lazily on the first call and
 // re-established by gRPC when the kubelet restarts; a call made while the
-// kubelet is down fails fast with an error wrapping ErrUnavailable
-// instead of waiting for it.
+// kubelet is down fails fast with gRPC's Unavailable status instead of
+// waiting for it, and asks gRPC to reconnect right away.
 //
 // # Get and List
 //
-// ContainerDevices asks the kubelet with Get (one pod). Kubelets that do
-// not implement Get, or have the KubeletPodResourcesGet feature gate
-// disabled, are asked with List instead, and the client remembers to
-// skip Get from then on.
+// ContainerAllocation (device-plugin devices and DRA claim devices, what
+// the NRI plugin asks) and ContainerDevices (device-plugin devices only)
+// ask the kubelet with Get (one pod). Kubelets that do not implement Get,
+// or have the KubeletPodResourcesGet feature gate disabled, are asked with
+// List instead, and the client remembers to skip Get from then on. A call
+// the kubelet's rate limit rejects is retried after a short backoff
+// (pkg/backoff) until the client's timeout.
 //
 // # Example
 //
 //	c, err := podresources.New("/var/lib/kubelet/pod-resources/kubelet.sock")
 //	if err != nil { ... }
 //	defer c.Close()
-//	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-//	defer cancel()
-//	devs, err := c.ContainerDevices(ctx, "default", "my-pod", "app")
-//	// devs["dri-cdi.dev/i915"] == []string{"0000:00:02.0"}
+//	a, err := c.ContainerAllocation(ctx, "default", "my-pod", "app")
+//	// a.Devices["dri-cdi.dev/i915"] == []string{"0000:00:02.0"}
+//	// a.Claims: the container's DRA claim devices, with their CDI names
 package podresources

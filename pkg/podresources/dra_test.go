@@ -79,3 +79,12 @@ func TestContainerAllocationUnknownPod(t *testing.T) {
 	_, err := c.ContainerAllocation(context.Background(), "default", "other", "app")
 	require.ErrorIs(t, err, podresources.ErrPodNotFound)
 }
+
+// BenchmarkContainerAllocation is the query the NRI plugin makes for
+// every container that asks for a card.
+func BenchmarkContainerAllocation(b *testing.B) {
+	benchQuery(b, func(ctx context.Context, c *podresources.Client) error {
+		_, err := c.ContainerAllocation(ctx, "default", "gpu", "app")
+		return err
+	})
+}

@@ -1,14 +1,19 @@
 package podresourcestest
 
-import "context"
+import (
+	"context"
 
-// Fixed answers every container with the same allocation (resource name
-// to device IDs), in process. It has the method of podresources.Client
-// that the NRI plugin asks (nri.Authorizer), so that benchmarks measure
-// the handler without a kubelet round trip.
+	"github.com/dri-cdi/dri-cdi/pkg/podresources"
+)
+
+// Fixed answers every container with the same device-plugin allocation
+// (resource name to device IDs) and no DRA claims, in process. It has the
+// method of podresources.Client that the NRI plugin asks (nri.Authorizer),
+// so that benchmarks measure the handler without a kubelet round trip.
 type Fixed map[string][]string
 
-// ContainerDevices returns f, whoever asks.
-func (f Fixed) ContainerDevices(context.Context, string, string, string) (map[string][]string, error) {
-	return f, nil
+// ContainerAllocation returns f as the device-plugin devices, whoever
+// asks.
+func (f Fixed) ContainerAllocation(context.Context, string, string, string) (podresources.Allocation, error) {
+	return podresources.Allocation{Devices: f}, nil
 }

@@ -1,4 +1,4 @@
-package main
+package nri
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
-	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
@@ -18,8 +17,17 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
 
-// run wires the plugin together and serves until ctx ends.
-func run(ctx context.Context, o nri.Options, log *logrus.Entry) error {
+// Run is dri-cdi-nri: it checks o, builds the plugin from it (the
+// PodResources client, the kubelet checkpoint reader, the CDI spec index
+// and its watch, the metrics and health server), connects the plugin to
+// the runtime (Plugin.Run) and serves until ctx ends. It returns an error
+// for invalid options, and when the spec watch or a pre-registered
+// connection fails.
+func Run(ctx context.Context, o Options) error {
+	log := o.Log
+	if log == nil {
+		return errors.New("no logger")
+	}
 	conf, err := config.Load(o.Config)
 	if err != nil {
 		return err
@@ -37,23 +45,23 @@ func run(ctx context.Context, o nri.Options, log *logrus.Entry) error {
 	}
 	defer func() { _ = client.Close() }()
 
-	met := nri.NewMetrics()
+	met := NewMetrics()
 	if o.CDIReloadInterval < 0 {
 		return fmt.Errorf("invalid --cdi-reload-interval %v: must be positive", o.CDIReloadInterval)
 	}
-	store := nri.NewSpecIndex(o.CDIDir, conf.Kind(), cdi.LoadDevices, met, log, nri.WithReloadInterval(o.CDIReloadInterval))
+	store := NewSpecIndex(o.CDIDir, conf.Kind(), cdi.LoadDevices, met, log, WithReloadInterval(o.CDIReloadInterval))
 	if err := store.Reload(); err != nil {
 		log.WithError(err).Warn("CDI specs not (fully) loaded at start")
 	}
-	pcfg := nri.Config{
+	pcfg := Config{
 		Kind: conf.Kind(), Resources: conf, Authorizer: client, Devices: store, Metrics: met, Log: log,
-		HostStat: o.HostStat,
+		HostStat: o.hostStat,
 	}
 	if o.KubeletCheckpoint != "" {
 		// Bounded like a PodResources query: both run while the runtime waits.
 		pcfg.Checkpoint = kubeletcheckpoint.NewReader(o.KubeletCheckpoint, o.PodResourcesTimeout)
 	}
-	plugin, err := nri.New(pcfg)
+	plugin, err := New(pcfg)
 	if err != nil {
 		return err
 	}
@@ -74,7 +82,7 @@ func run(ctx context.Context, o nri.Options, log *logrus.Entry) error {
 
 	log.WithFields(logrus.Fields{"version": version.Version, "cdiKind": conf.Kind(), "cdiDir": o.CDIDir,
 		"podResources": o.PodResourcesSocket, "kubeletCheckpoint": o.KubeletCheckpoint}).Info("starting")
-	err = plugin.Run(ctx, nri.ConnectConfig{Socket: o.NRISocket, Name: o.PluginName, Index: o.PluginIndex})
+	err = plugin.Run(ctx, ConnectConfig{Socket: o.NRISocket, Name: o.PluginName, Index: o.PluginIndex})
 	cancel()
 	return errors.Join(err, <-watched)
 }

@@ -1,4 +1,4 @@
-package main
+package nri_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
 )
 
-// TestRun wires the binary as main does, against the real NRI runtime
+// TestRun runs dri-cdi-nri as main does, against the real NRI runtime
 // side, a fake kubelet and spec files from the agent's writer.
 func TestRun(t *testing.T) {
 	dir, err := os.MkdirTemp("", "dc")
@@ -62,12 +62,12 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, nri.Options{
+		done <- nri.Run(ctx, nri.WithHostStat(nri.Options{
 			NRISocket: filepath.Join(dir, "nri.sock"), PluginName: "dri-cdi", PluginIndex: "10",
 			PodResourcesSocket: kubelet.Socket(), PodResourcesTimeout: time.Second,
 			CDIDir: filepath.Join(dir, "cdi"), MetricsAddr: "127.0.0.1:0",
-			HostStat: func(p string) (nri.HostDevice, error) { return hostNodes[p], nil },
-		}, logrus.NewEntry(log))
+			Log: logrus.NewEntry(log),
+		}, func(p string) (nri.HostDevice, error) { return hostNodes[p], nil }))
 	}()
 
 	k, v := alloc.Annotation(res, []string{card})
@@ -93,8 +93,10 @@ func TestRun(t *testing.T) {
 
 func TestRunRejectsBadOptions(t *testing.T) {
 	log := logrus.NewEntry(logrus.New())
-	err := run(context.Background(), nri.Options{Config: "/nonexistent/config.yaml"}, log)
+	err := nri.Run(context.Background(), nri.Options{Config: "/nonexistent/config.yaml", Log: log})
 	require.ErrorContains(t, err, "/nonexistent/config.yaml")
-	err = run(context.Background(), nri.Options{PodResourcesSocket: "/x.sock", PodResourcesTimeout: 0}, log)
+	err = nri.Run(context.Background(), nri.Options{PodResourcesSocket: "/x.sock", PodResourcesTimeout: 0, Log: log})
 	require.ErrorContains(t, err, "pod-resources-timeout")
+	err = nri.Run(context.Background(), nri.Options{PodResourcesSocket: "/x.sock", PodResourcesTimeout: time.Second})
+	require.ErrorContains(t, err, "no logger")
 }
