@@ -19,6 +19,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 )
 
@@ -232,7 +233,7 @@ func (d *Driver) Run(ctx context.Context) error {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(d.opts.PodUID)))
 	}
 	opts = append(opts, d.opts.HelperOptions...)
-	var retry time.Duration
+	retry := backoff.New(time.Second, startRetryMax)
 	for {
 		h, err := kubeletplugin.Start(ctx, d, opts...)
 		if err == nil {
@@ -243,12 +244,12 @@ func (d *Driver) Run(ctx context.Context) error {
 				"registrarDir": d.opts.RegistrarDir, "rollingUpdate": d.opts.PodUID != ""}).Info("kubelet plugin started")
 			break
 		}
-		retry = min(max(2*retry, time.Second), startRetryMax)
-		d.log.WithError(err).WithField("retry_in", retry).Error("cannot start the kubelet plugin")
+		wait := retry.Next()
+		d.log.WithError(err).WithField("retry_in", wait).Error("cannot start the kubelet plugin")
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(retry):
+		case <-time.After(wait):
 		}
 	}
 	// Publish what the loop gave so far, then every change. The first
