@@ -87,9 +87,9 @@ type Options struct {
 // turns pools into the node's ResourceSlice) and the helper's DRAPlugin
 // (prepare, unprepare, health).
 type Driver struct {
-	opts       Options
-	checkpoint string
-	log        *logrus.Entry
+	opts   Options
+	claims *claimStore
+	log    *logrus.Entry
 
 	mu      sync.Mutex
 	inv     Inventory
@@ -125,7 +125,7 @@ func NewDriver(o Options) (*Driver, error) {
 	}
 	return &Driver{
 		opts:          o,
-		checkpoint:    filepath.Join(o.PluginDataDir, CheckpointFile),
+		claims:        newClaimStore(filepath.Join(o.PluginDataDir, CheckpointFile)),
 		log:           o.Log,
 		healthChanged: make(chan struct{}),
 		fatal:         make(chan error, 1),
@@ -300,52 +300,52 @@ func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 // claim that cannot be prepared gets an error naming it and the reason;
 // the others are still prepared.
 func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
-	prepared, err := loadCheckpoint(d.checkpoint)
-	if err != nil {
-		d.opts.Metrics.prepare("checkpoint", len(claims))
-		return nil, err
-	}
 	d.mu.Lock()
 	inv := d.inv
 	d.mu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
-	dirty := false
-	for _, c := range claims {
-		if c == nil {
-			continue
-		}
-		log := d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID})
-		if pc, ok := prepared[string(c.UID)]; ok {
+	n := 0
+	read := false
+	err := d.claims.update(func(prepared *claimSet) {
+		read = true
+		for _, c := range claims {
+			if c == nil {
+				continue
+			}
+			log := d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID})
+			if pc, ok := prepared.get(string(c.UID)); ok {
+				out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
+				d.opts.Metrics.prepare("again", 1)
+				log.Debug("claim already prepared")
+				continue
+			}
+			pc, err := d.prepareClaim(c, inv, prepared)
+			if err != nil {
+				err = fmt.Errorf("claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
+				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+				d.opts.Metrics.prepare(reason(err), 1)
+				log.WithError(err).Warn("claim not prepared")
+				continue
+			}
+			prepared.add(string(c.UID), pc)
 			out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
-			d.opts.Metrics.prepare("again", 1)
-			log.Debug("claim already prepared")
-			continue
+			d.opts.Metrics.prepare("success", 1)
+			log.WithField("cards", cardsOf(pc)).Info("claim prepared")
 		}
-		pc, err := d.prepareClaim(c, inv, prepared)
-		if err != nil {
-			err = fmt.Errorf("claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
-			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
-			d.opts.Metrics.prepare(reason(err), 1)
-			log.WithError(err).Warn("claim not prepared")
-			continue
+		n = prepared.len()
+	})
+	if err != nil {
+		if !read {
+			d.opts.Metrics.prepare("checkpoint", len(claims))
 		}
-		prepared[string(c.UID)] = pc
-		dirty = true
-		out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
-		d.opts.Metrics.prepare("success", 1)
-		log.WithField("cards", cardsOf(pc)).Info("claim prepared")
+		return nil, err
 	}
-	if dirty {
-		if err := saveCheckpoint(d.checkpoint, prepared); err != nil {
-			return nil, err
-		}
-	}
-	d.opts.Metrics.setPrepared(len(prepared))
+	d.opts.Metrics.setPrepared(n)
 	return out, nil
 }
 
 // prepareClaim maps one claim's allocation to cards.
-func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepared map[string]PreparedClaim) (PreparedClaim, error) {
+func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepared *claimSet) (PreparedClaim, error) {
 	pc := PreparedClaim{Namespace: c.Namespace, Name: c.Name}
 	alloc := c.Status.Allocation
 	if alloc == nil {
@@ -354,13 +354,6 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 	for _, cfg := range alloc.Devices.Config {
 		if cfg.Opaque != nil && cfg.Opaque.Driver == DriverName {
 			return pc, fmt.Errorf("%w (config for requests %v)", ErrOpaqueConfig, cfg.Requests)
-		}
-	}
-	// Cards held by other claims, for the last-line check below.
-	holder := map[string]string{}
-	for uid, o := range prepared {
-		for _, dev := range o.Devices {
-			holder[dev.Card] = o.Namespace + "/" + o.Name + " (" + uid + ")"
 		}
 	}
 	seen := map[string]bool{}
@@ -382,7 +375,9 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 			return pc, fmt.Errorf("device %q (card %s): %w: %s", r.Device, dev.Card, ErrUnhealthy, UnavailableReason)
 		}
 		admin := r.AdminAccess != nil && *r.AdminAccess
-		if h, ok := holder[dev.Card]; ok && !admin {
+		// The last-line check: the scheduler allocated the card to one
+		// claim only.
+		if h, ok := prepared.conflict(cardUse{Card: dev.Card, Admin: admin}); ok {
 			return pc, fmt.Errorf("device %q (card %s): %w %s", r.Device, dev.Card, ErrAlreadyInUse, h)
 		}
 		if seen[r.Device] && !admin {
@@ -442,31 +437,30 @@ func reason(err error) string {
 // claim not prepared (already unprepared, or prepared by nobody) is not
 // an error.
 func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
-	prepared, err := loadCheckpoint(d.checkpoint)
+	out := make(map[types.UID]error, len(claims))
+	n := 0
+	read := false
+	err := d.claims.update(func(prepared *claimSet) {
+		read = true
+		for _, c := range claims {
+			out[c.UID] = nil
+			pc, ok := prepared.remove(string(c.UID))
+			if !ok {
+				d.opts.Metrics.unprepare("not_prepared", 1)
+				continue
+			}
+			d.opts.Metrics.unprepare("success", 1)
+			d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID, "cards": cardsOf(pc)}).Info("claim unprepared")
+		}
+		n = prepared.len()
+	})
 	if err != nil {
-		d.opts.Metrics.unprepare("checkpoint", len(claims))
+		if !read {
+			d.opts.Metrics.unprepare("checkpoint", len(claims))
+		}
 		return nil, err
 	}
-	out := make(map[types.UID]error, len(claims))
-	dirty := false
-	for _, c := range claims {
-		out[c.UID] = nil
-		pc, ok := prepared[string(c.UID)]
-		if !ok {
-			d.opts.Metrics.unprepare("not_prepared", 1)
-			continue
-		}
-		delete(prepared, string(c.UID))
-		dirty = true
-		d.opts.Metrics.unprepare("success", 1)
-		d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID, "cards": cardsOf(pc)}).Info("claim unprepared")
-	}
-	if dirty {
-		if err := saveCheckpoint(d.checkpoint, prepared); err != nil {
-			return nil, err
-		}
-	}
-	d.opts.Metrics.setPrepared(len(prepared))
+	d.opts.Metrics.setPrepared(n)
 	return out, nil
 }
 
@@ -478,24 +472,12 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 // had watched the unbind; one of unknown resource is published again only
 // once it binds.
 func (d *Driver) CardsInUse() (map[string]string, error) {
-	prepared, err := loadCheckpoint(d.checkpoint)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, pc := range prepared {
-		for _, dev := range pc.Devices {
-			if out[dev.Card] == "" {
-				out[dev.Card] = dev.Resource
-			}
-		}
-	}
-	return out, nil
+	return d.claims.cardsInUse()
 }
 
 // Prepared returns the checkpointed claims (doctor, tests).
 func (d *Driver) Prepared() (map[string]PreparedClaim, error) {
-	return loadCheckpoint(d.checkpoint)
+	return d.claims.claims()
 }
 
 // WatchHealthStatus reports every published device's health: Healthy,

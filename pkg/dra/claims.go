@@ -1,0 +1,136 @@
+package dra
+
+import (
+	"sync"
+)
+
+// claimStore owns the prepared claims: it loads and saves the checkpoint
+// and answers which cards the claims hold, under its own lock, so that
+// prepare, unprepare and the agent's CardsInUse never interleave a
+// read-modify-write of the file, whoever calls them and however often.
+//
+// It keeps no copy of the claims: every call reads the file under the
+// lock. With a rolling update (--pod-uid) two instances of the plugin
+// share the file, and the kubelet may prepare through one and unprepare
+// through the other; a copy would go stale.
+type claimStore struct {
+	path string
+	mu   sync.Mutex
+}
+
+func newClaimStore(path string) *claimStore {
+	return &claimStore{path: path}
+}
+
+// update runs fn on the prepared claims under the store's lock and saves
+// them if fn changed them. An error reading or saving the checkpoint is
+// returned as it is; fn is not run when the file cannot be read.
+func (s *claimStore) update(fn func(*claimSet)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	claims, err := loadCheckpoint(s.path)
+	if err != nil {
+		return err
+	}
+	set := &claimSet{claims: claims}
+	fn(set)
+	if !set.changed {
+		return nil
+	}
+	return saveCheckpoint(s.path, set.claims)
+}
+
+// claims returns the prepared claims.
+func (s *claimStore) claims() (map[string]PreparedClaim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return loadCheckpoint(s.path)
+}
+
+// cardsInUse returns every card a prepared claim holds, with the
+// resource it was published under (see claimSet.cardsInUse).
+func (s *claimStore) cardsInUse() (map[string]string, error) {
+	claims, err := s.claims()
+	if err != nil {
+		return nil, err
+	}
+	return (&claimSet{claims: claims}).cardsInUse(), nil
+}
+
+// claimSet is the prepared claims, by claim UID, as one call of the store
+// sees them. A claim is one record with an entry per device, so a card can
+// be in the entries of several claims, and removing one claim leaves the
+// others' entries of the same card.
+type claimSet struct {
+	claims  map[string]PreparedClaim
+	changed bool
+}
+
+// get returns the claim recorded under uid.
+func (s *claimSet) get(uid string) (PreparedClaim, bool) {
+	pc, ok := s.claims[uid]
+	return pc, ok
+}
+
+// add records pc under uid.
+func (s *claimSet) add(uid string, pc PreparedClaim) {
+	s.claims[uid] = pc
+	s.changed = true
+}
+
+// remove forgets the claim recorded under uid, and returns it.
+func (s *claimSet) remove(uid string) (PreparedClaim, bool) {
+	pc, ok := s.claims[uid]
+	if ok {
+		delete(s.claims, uid)
+		s.changed = true
+	}
+	return pc, ok
+}
+
+// len is the number of prepared claims.
+func (s *claimSet) len() int { return len(s.claims) }
+
+// cardUse is how a device of a claim being prepared would use its card:
+// what conflict judges.
+type cardUse struct {
+	Card string
+	// Admin is a result with admin access (monitoring, not a workload).
+	Admin bool
+}
+
+// conflict returns the claim that keeps u from its card, as "<namespace>/
+// <name> (<uid>)". The rule: a use with admin access never conflicts; any
+// other use conflicts with every device a prepared claim recorded on the
+// same card, admin access or not (a prepared claim does not record which
+// it was).
+func (s *claimSet) conflict(u cardUse) (string, bool) {
+	if u.Admin {
+		return "", false
+	}
+	for uid, pc := range s.claims {
+		for _, dev := range pc.Devices {
+			if dev.Card == u.Card {
+				return pc.Namespace + "/" + pc.Name + " (" + uid + ")", true
+			}
+		}
+	}
+	return "", false
+}
+
+// cardsInUse returns every card that a device of a prepared claim is
+// recorded on, whatever the claim's kind of use: its CDI name must keep
+// resolving while the claim is prepared. The value is the resource the
+// card was published under, or "" when only claims an earlier version
+// prepared, which did not record it, hold the card.
+func (s *claimSet) cardsInUse() map[string]string {
+	out := map[string]string{}
+	for _, pc := range s.claims {
+		for _, dev := range pc.Devices {
+			if out[dev.Card] == "" {
+				out[dev.Card] = dev.Resource
+			}
+		}
+	}
+	return out
+}
