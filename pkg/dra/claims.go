@@ -1,7 +1,12 @@
 package dra
 
 import (
+	"errors"
+	"fmt"
+	"path/filepath"
 	"sync"
+
+	"github.com/dri-cdi/dri-cdi/pkg/atomicfile"
 )
 
 // claimStore owns the prepared claims: it loads and saves the checkpoint
@@ -13,22 +18,52 @@ import (
 // lock. With a rolling update (--pod-uid) two instances of the plugin
 // share the file, and the kubelet may prepare through one and unprepare
 // through the other; a copy would go stale.
+//
+// # Failed saves
+//
+// A save that fails fails the call: the kubelet gets an error for every
+// claim of it and retries, and the caller counts and logs nothing of it
+// as done. Only a failed directory sync (atomicfile.ErrDirSync) leaves
+// the new file in place, readable but maybe not surviving a crash: the
+// store then syncs the directory before it reads the file again, and
+// fails every call until that sync succeeds, so a retry that finds the
+// claim in the file answers only once the record is durable.
 type claimStore struct {
 	path string
 	mu   sync.Mutex
+	// unsynced is set when a save renamed the file into place but could
+	// not sync its directory.
+	unsynced bool
+	// save and syncDir are saveCheckpoint and atomicfile.SyncDir; tests
+	// make them fail.
+	save    func(path string, claims map[string]PreparedClaim) error
+	syncDir func(dir string) error
 }
 
 func newClaimStore(path string) *claimStore {
-	return &claimStore{path: path}
+	return &claimStore{path: path, save: saveCheckpoint, syncDir: atomicfile.SyncDir}
+}
+
+// load reads the file, after making the last failed save's rename
+// durable. Callers hold mu.
+func (s *claimStore) load() (map[string]PreparedClaim, error) {
+	if s.unsynced {
+		if err := s.syncDir(filepath.Dir(s.path)); err != nil {
+			return nil, fmt.Errorf("checkpoint %q of a failed save: %w", s.path, err)
+		}
+		s.unsynced = false
+	}
+	return loadCheckpoint(s.path)
 }
 
 // update runs fn on the prepared claims under the store's lock and saves
 // them if fn changed them. An error reading or saving the checkpoint is
-// returned as it is; fn is not run when the file cannot be read.
+// returned: fn is not run when the file cannot be read, and what fn did
+// is not done when it cannot be saved.
 func (s *claimStore) update(fn func(*claimSet)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	claims, err := loadCheckpoint(s.path)
+	claims, err := s.load()
 	if err != nil {
 		return err
 	}
@@ -37,14 +72,18 @@ func (s *claimStore) update(fn func(*claimSet)) error {
 	if !set.changed {
 		return nil
 	}
-	return saveCheckpoint(s.path, set.claims)
+	err = s.save(s.path, set.claims)
+	if errors.Is(err, atomicfile.ErrDirSync) {
+		s.unsynced = true
+	}
+	return err
 }
 
 // claims returns the prepared claims.
 func (s *claimStore) claims() (map[string]PreparedClaim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return loadCheckpoint(s.path)
+	return s.load()
 }
 
 // cardsInUse returns every card a prepared claim holds, with the

@@ -298,16 +298,19 @@ func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 // files. A claim prepared before (same UID: the kubelet retries, several
 // pods share it, the plugin restarted) gets its recorded answer again. A
 // claim that cannot be prepared gets an error naming it and the reason;
-// the others are still prepared.
+// the others are still prepared. A checkpoint that cannot be read or
+// saved fails the call (see claimStore); the kubelet retries it.
 func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	d.mu.Lock()
 	inv := d.inv
 	d.mu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
-	n := 0
-	read := false
+	results := map[string]int{} // claims by metric result
+	var (
+		added []*logrus.Entry // "claim prepared", once saved
+		n     int
+	)
 	err := d.claims.update(func(prepared *claimSet) {
-		read = true
 		for _, c := range claims {
 			if c == nil {
 				continue
@@ -315,7 +318,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			log := d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID})
 			if pc, ok := prepared.get(string(c.UID)); ok {
 				out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
-				d.opts.Metrics.prepare("again", 1)
+				results["again"]++
 				log.Debug("claim already prepared")
 				continue
 			}
@@ -323,22 +326,28 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			if err != nil {
 				err = fmt.Errorf("claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
 				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
-				d.opts.Metrics.prepare(reason(err), 1)
+				results[reason(err)]++
 				log.WithError(err).Warn("claim not prepared")
 				continue
 			}
 			prepared.add(string(c.UID), pc)
 			out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
-			d.opts.Metrics.prepare("success", 1)
-			log.WithField("cards", cardsOf(pc)).Info("claim prepared")
+			results["success"]++
+			added = append(added, log.WithField("cards", cardsOf(pc)))
 		}
 		n = prepared.len()
 	})
 	if err != nil {
-		if !read {
-			d.opts.Metrics.prepare("checkpoint", len(claims))
-		}
+		// The checkpoint could not be read, or not saved (claimStore):
+		// the call fails for every claim, and the kubelet retries it.
+		d.opts.Metrics.prepare("checkpoint", len(claims))
 		return nil, err
+	}
+	for r, k := range results {
+		d.opts.Metrics.prepare(r, k)
+	}
+	for _, log := range added {
+		log.Info("claim prepared")
 	}
 	d.opts.Metrics.setPrepared(n)
 	return out, nil
@@ -438,27 +447,34 @@ func reason(err error) string {
 // an error.
 func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(claims))
-	n := 0
-	read := false
+	results := map[string]int{} // claims by metric result
+	var (
+		removed []*logrus.Entry // "claim unprepared", once saved
+		n       int
+	)
 	err := d.claims.update(func(prepared *claimSet) {
-		read = true
 		for _, c := range claims {
 			out[c.UID] = nil
 			pc, ok := prepared.remove(string(c.UID))
 			if !ok {
-				d.opts.Metrics.unprepare("not_prepared", 1)
+				results["not_prepared"]++
 				continue
 			}
-			d.opts.Metrics.unprepare("success", 1)
-			d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID, "cards": cardsOf(pc)}).Info("claim unprepared")
+			results["success"]++
+			removed = append(removed, d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID, "cards": cardsOf(pc)}))
 		}
 		n = prepared.len()
 	})
 	if err != nil {
-		if !read {
-			d.opts.Metrics.unprepare("checkpoint", len(claims))
-		}
+		// As in prepare: the call fails, and the kubelet retries it.
+		d.opts.Metrics.unprepare("checkpoint", len(claims))
 		return nil, err
+	}
+	for r, k := range results {
+		d.opts.Metrics.unprepare(r, k)
+	}
+	for _, log := range removed {
+		log.Info("claim unprepared")
 	}
 	d.opts.Metrics.setPrepared(n)
 	return out, nil
