@@ -132,29 +132,59 @@ func TestClaimStoreInUseRules(t *testing.T) {
 	require.NoError(t, got["uid-other"].Err)
 }
 
-// failingSaves makes d's saves fail as atomicfile.Write fails: before the
-// rename (the old file stays), or at the directory sync after it (the new
-// file is in place, maybe not durable). It returns the number of directory
-// syncs since, and a function that makes them fail or succeed.
-func failingSaves(t *testing.T, d *Driver, afterRename bool) (syncs *atomic.Int32, syncFails func(bool)) {
-	t.Helper()
-	d.claims.save = func(path string, claims map[string]PreparedClaim) error {
-		if !afterRename {
+// saveFault makes a Driver's saves fail as atomicfile.Write fails: before
+// the rename (the old file stays), or at the directory sync after it (the
+// new file is in place, maybe not durable). It counts the directory syncs
+// since, and can make them fail too.
+type saveFault struct {
+	d           *Driver
+	afterRename bool
+	save        func(string, map[string]PreparedClaim) error // the store's own
+	syncs       atomic.Int32
+	syncFails   atomic.Bool
+}
+
+// forEachSaveFault runs fn in a subtest for each kind of failed save,
+// with a fresh Driver with metrics whose saves fail.
+func forEachSaveFault(t *testing.T, fn func(t *testing.T, d *Driver, f *saveFault)) {
+	for name, afterRename := range map[string]bool{"write fails": false, "directory sync fails": true} {
+		t.Run(name, func(t *testing.T) {
+			d := newDriver(t, t.TempDir())
+			d.opts.Metrics = NewMetrics(prometheus.NewRegistry())
+			f := &saveFault{d: d, afterRename: afterRename, save: d.claims.save}
+			fn(t, d, f)
+		})
+	}
+}
+
+// start makes the saves fail from now on.
+func (f *saveFault) start(t *testing.T) {
+	f.d.claims.save = func(path string, claims map[string]PreparedClaim) error {
+		if !f.afterRename {
 			return fmt.Errorf("checkpoint: write %s: %w", path, syscall.ENOSPC)
 		}
 		require.NoError(t, saveCheckpoint(path, claims))
 		return fmt.Errorf("checkpoint: sync %s: %w: %w", filepath.Dir(path), atomicfile.ErrDirSync, syscall.EIO)
 	}
-	syncs = &atomic.Int32{}
-	var fail atomic.Bool
-	d.claims.syncDir = func(dir string) error {
-		syncs.Add(1)
-		if fail.Load() {
+	f.d.claims.syncDir = func(dir string) error {
+		f.syncs.Add(1)
+		if f.syncFails.Load() {
 			return fmt.Errorf("sync %s: %w: %w", dir, atomicfile.ErrDirSync, syscall.EIO)
 		}
 		return atomicfile.SyncDir(dir)
 	}
-	return syncs, fail.Store
+}
+
+// requireFailed requires that err is the failed save's, and that the
+// call's one claim counted as checkpoint in v, not as success; then it
+// lets saves work again (directory syncs stay counted).
+func (f *saveFault) requireFailed(t *testing.T, err error, v *prometheus.CounterVec) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, f.afterRename, errors.Is(err, atomicfile.ErrDirSync), err.Error())
+	require.Equal(t, float64(1), counter(v, "checkpoint"))
+	require.Zero(t, counter(v, "success"))
+	f.d.claims.save = f.save
 }
 
 // counter is the value of one result of a Metrics counter vector.
@@ -168,98 +198,79 @@ func counter(v *prometheus.CounterVec, result string) float64 {
 // the file already holds the claim: the retry syncs the directory before
 // it answers from it, and fails while it cannot.
 func TestFailedSaveFailsPrepare(t *testing.T) {
-	for name, afterRename := range map[string]bool{"write fails": false, "directory sync fails": true} {
-		t.Run(name, func(t *testing.T) {
-			d := newDriver(t, t.TempDir())
-			d.opts.Metrics = NewMetrics(prometheus.NewRegistry())
-			saveOK := d.claims.save
-			syncs, syncFails := failingSaves(t, d, afterRename)
-			ctx := context.Background()
-			one := allocated("one", "uid-1", result("gpu", "pci-0000-01-00-0"))
+	forEachSaveFault(t, func(t *testing.T, d *Driver, f *saveFault) {
+		ctx := context.Background()
+		one := []*resourceapi.ResourceClaim{allocated("one", "uid-1", result("gpu", "pci-0000-01-00-0"))}
+		f.start(t)
+		got, err := d.PrepareResourceClaims(ctx, one)
+		require.Nil(t, got)
+		f.requireFailed(t, err, d.opts.Metrics.prepares)
 
-			got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{one})
-			require.Error(t, err)
-			require.Nil(t, got)
-			require.Equal(t, afterRename, errors.Is(err, atomicfile.ErrDirSync), err.Error())
-			require.Equal(t, float64(1), counter(d.opts.Metrics.prepares, "checkpoint"))
-			require.Zero(t, counter(d.opts.Metrics.prepares, "success"))
-			d.claims.save = saveOK
-
-			if afterRename {
-				// Until the directory syncs, nothing is answered from the file.
-				syncFails(true)
-				_, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{one})
-				require.ErrorIs(t, err, atomicfile.ErrDirSync)
-				_, err = d.CardsInUse()
-				require.ErrorIs(t, err, atomicfile.ErrDirSync)
-				_, err = d.Prepared()
-				require.ErrorIs(t, err, atomicfile.ErrDirSync)
-				require.Equal(t, float64(2), counter(d.opts.Metrics.prepares, "checkpoint"))
-				syncFails(false)
-			}
-			synced := syncs.Load()
-			got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{one})
-			require.NoError(t, err)
-			require.NoError(t, got["uid-1"].Err)
-			require.Equal(t, []string{"dri-cdi.dev/gpu=0000:01:00.0"}, got["uid-1"].Devices[0].CDIDeviceIDs)
-			if afterRename {
-				require.Equal(t, synced+1, syncs.Load(), "the retry synced the directory first")
-				require.Equal(t, float64(1), counter(d.opts.Metrics.prepares, "again"), "the failed save's file held the claim")
-			} else {
-				require.Zero(t, syncs.Load(), "a save that failed before the rename leaves nothing to sync")
-				require.Equal(t, float64(1), counter(d.opts.Metrics.prepares, "success"))
-			}
-			// Once synced, calls read the file without syncing again.
-			synced = syncs.Load()
+		if f.afterRename {
+			// Until the directory syncs, nothing is answered from the file.
+			f.syncFails.Store(true)
+			_, err = d.PrepareResourceClaims(ctx, one)
+			require.ErrorIs(t, err, atomicfile.ErrDirSync)
+			_, err = d.CardsInUse()
+			require.ErrorIs(t, err, atomicfile.ErrDirSync)
 			_, err = d.Prepared()
-			require.NoError(t, err)
-			require.Equal(t, synced, syncs.Load())
-		})
-	}
+			require.ErrorIs(t, err, atomicfile.ErrDirSync)
+			require.Equal(t, float64(2), counter(d.opts.Metrics.prepares, "checkpoint"))
+			f.syncFails.Store(false)
+		}
+		synced := f.syncs.Load()
+		got, err = d.PrepareResourceClaims(ctx, one)
+		require.NoError(t, err)
+		require.NoError(t, got["uid-1"].Err)
+		require.Equal(t, []string{"dri-cdi.dev/gpu=0000:01:00.0"}, got["uid-1"].Devices[0].CDIDeviceIDs)
+		if f.afterRename {
+			require.Equal(t, synced+1, f.syncs.Load(), "the retry synced the directory first")
+			require.Equal(t, float64(1), counter(d.opts.Metrics.prepares, "again"), "the failed save's file held the claim")
+		} else {
+			require.Zero(t, f.syncs.Load(), "a save that failed before the rename leaves nothing to sync")
+			require.Equal(t, float64(1), counter(d.opts.Metrics.prepares, "success"))
+		}
+		// Once synced, calls read the file without syncing again.
+		synced = f.syncs.Load()
+		_, err = d.Prepared()
+		require.NoError(t, err)
+		require.Equal(t, synced, f.syncs.Load())
+	})
 }
 
 // An unprepare whose save fails fails as a whole and counts its claims as
 // checkpoint; its retry forgets the claim, after a failed directory sync
 // only once the directory synced.
 func TestFailedSaveFailsUnprepare(t *testing.T) {
-	for name, afterRename := range map[string]bool{"write fails": false, "directory sync fails": true} {
-		t.Run(name, func(t *testing.T) {
-			d := newDriver(t, t.TempDir())
-			d.opts.Metrics = NewMetrics(prometheus.NewRegistry())
-			ctx := context.Background()
-			one := allocated("one", "uid-1", result("gpu", "pci-0000-01-00-0"))
-			got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{one})
-			require.NoError(t, err)
-			require.NoError(t, got["uid-1"].Err)
-			saveOK := d.claims.save
-			syncs, syncFails := failingSaves(t, d, afterRename)
+	forEachSaveFault(t, func(t *testing.T, d *Driver, f *saveFault) {
+		ctx := context.Background()
+		c := allocated("one", "uid-1", result("gpu", "pci-0000-01-00-0"))
+		got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+		require.NoError(t, err)
+		require.NoError(t, got["uid-1"].Err)
+		one := []kubeletplugin.NamespacedObject{ref(c)}
+		f.start(t)
+		_, err = d.UnprepareResourceClaims(ctx, one)
+		f.requireFailed(t, err, d.opts.Metrics.unprepares)
+		if f.afterRename {
+			f.syncFails.Store(true)
+			_, err = d.UnprepareResourceClaims(ctx, one)
+			require.ErrorIs(t, err, atomicfile.ErrDirSync)
+			f.syncFails.Store(false)
+		}
 
-			_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(one)})
-			require.Error(t, err)
-			require.Equal(t, afterRename, errors.Is(err, atomicfile.ErrDirSync), err.Error())
-			require.Equal(t, float64(1), counter(d.opts.Metrics.unprepares, "checkpoint"))
-			require.Zero(t, counter(d.opts.Metrics.unprepares, "success"))
-			d.claims.save = saveOK
-			if afterRename {
-				syncFails(true)
-				_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(one)})
-				require.ErrorIs(t, err, atomicfile.ErrDirSync)
-				syncFails(false)
-			}
-
-			res, err := d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(one)})
-			require.NoError(t, err)
-			require.NoError(t, res["uid-1"])
-			prepared, err := d.Prepared()
-			require.NoError(t, err)
-			require.Empty(t, prepared)
-			if afterRename {
-				require.Equal(t, float64(1), counter(d.opts.Metrics.unprepares, "not_prepared"), "the failed save's file had forgotten the claim")
-				require.Positive(t, syncs.Load())
-			} else {
-				require.Equal(t, float64(1), counter(d.opts.Metrics.unprepares, "success"))
-				require.Zero(t, syncs.Load())
-			}
-		})
-	}
+		res, err := d.UnprepareResourceClaims(ctx, one)
+		require.NoError(t, err)
+		require.NoError(t, res["uid-1"])
+		prepared, err := d.Prepared()
+		require.NoError(t, err)
+		require.Empty(t, prepared)
+		if f.afterRename {
+			require.Equal(t, float64(1), counter(d.opts.Metrics.unprepares, "not_prepared"), "the failed save's file had forgotten the claim")
+			require.Positive(t, f.syncs.Load())
+		} else {
+			require.Equal(t, float64(1), counter(d.opts.Metrics.unprepares, "success"))
+			require.Zero(t, f.syncs.Load())
+		}
+	})
 }

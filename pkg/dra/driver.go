@@ -305,11 +305,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	inv := d.inv
 	d.mu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
-	results := map[string]int{} // claims by metric result
-	var (
-		added []*logrus.Entry // "claim prepared", once saved
-		n     int
-	)
+	var t tally
 	err := d.claims.update(func(prepared *claimSet) {
 		for _, c := range claims {
 			if c == nil {
@@ -318,7 +314,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			log := d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID})
 			if pc, ok := prepared.get(string(c.UID)); ok {
 				out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
-				results["again"]++
+				t.count("again")
 				log.Debug("claim already prepared")
 				continue
 			}
@@ -326,16 +322,15 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			if err != nil {
 				err = fmt.Errorf("claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
 				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
-				results[reason(err)]++
+				t.count(reason(err))
 				log.WithError(err).Warn("claim not prepared")
 				continue
 			}
 			prepared.add(string(c.UID), pc)
 			out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
-			results["success"]++
-			added = append(added, log.WithField("cards", cardsOf(pc)))
+			t.changed(log.WithField("cards", cardsOf(pc)))
 		}
-		n = prepared.len()
+		t.prepared = prepared.len()
 	})
 	if err != nil {
 		// The checkpoint could not be read, or not saved (claimStore):
@@ -343,14 +338,42 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		d.opts.Metrics.prepare("checkpoint", len(claims))
 		return nil, err
 	}
-	for r, k := range results {
-		d.opts.Metrics.prepare(r, k)
-	}
-	for _, log := range added {
-		log.Info("claim prepared")
-	}
-	d.opts.Metrics.setPrepared(n)
+	t.report(d.opts.Metrics, d.opts.Metrics.prepare, "claim prepared")
 	return out, nil
+}
+
+// tally is what one prepare or unprepare call did: its claims by metric
+// result, and a log entry for each claim it prepared or unprepared.
+// report counts and logs them once the call's save returned nil, so that
+// nothing of a call that failed counts as done.
+type tally struct {
+	results map[string]int
+	done    []*logrus.Entry
+	// prepared is the number of claims in the checkpoint after the call.
+	prepared int
+}
+
+func (t *tally) count(result string) {
+	if t.results == nil {
+		t.results = map[string]int{}
+	}
+	t.results[result]++
+}
+
+// changed counts one claim as success, and logs it as msg in report.
+func (t *tally) changed(log *logrus.Entry) {
+	t.count("success")
+	t.done = append(t.done, log)
+}
+
+func (t *tally) report(m *Metrics, count func(result string, n int), msg string) {
+	for r, n := range t.results {
+		count(r, n)
+	}
+	for _, log := range t.done {
+		log.Info(msg)
+	}
+	m.setPrepared(t.prepared)
 }
 
 // prepareClaim maps one claim's allocation to cards.
@@ -447,36 +470,25 @@ func reason(err error) string {
 // an error.
 func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(claims))
-	results := map[string]int{} // claims by metric result
-	var (
-		removed []*logrus.Entry // "claim unprepared", once saved
-		n       int
-	)
+	var t tally
 	err := d.claims.update(func(prepared *claimSet) {
 		for _, c := range claims {
 			out[c.UID] = nil
 			pc, ok := prepared.remove(string(c.UID))
 			if !ok {
-				results["not_prepared"]++
+				t.count("not_prepared")
 				continue
 			}
-			results["success"]++
-			removed = append(removed, d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID, "cards": cardsOf(pc)}))
+			t.changed(d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID, "cards": cardsOf(pc)}))
 		}
-		n = prepared.len()
+		t.prepared = prepared.len()
 	})
 	if err != nil {
 		// As in prepare: the call fails, and the kubelet retries it.
 		d.opts.Metrics.unprepare("checkpoint", len(claims))
 		return nil, err
 	}
-	for r, k := range results {
-		d.opts.Metrics.unprepare(r, k)
-	}
-	for _, log := range removed {
-		log.Info("claim unprepared")
-	}
-	d.opts.Metrics.setPrepared(n)
+	t.report(d.opts.Metrics, d.opts.Metrics.unprepare, "claim unprepared")
 	return out, nil
 }
 
