@@ -56,27 +56,28 @@ func (s *claimStore) load() (map[string]PreparedClaim, error) {
 	return loadCheckpoint(s.path)
 }
 
-// update runs fn on the prepared claims under the store's lock and saves
-// them if fn changed them. An error reading or saving the checkpoint is
-// returned: fn is not run when the file cannot be read, and what fn did
-// is not done when it cannot be saved.
-func (s *claimStore) update(fn func(*claimSet)) error {
+// update runs fn on the prepared claims under the store's lock, saves
+// them if fn changed them, and returns how many claims are prepared
+// then. An error reading or saving the checkpoint is returned: fn is not
+// run when the file cannot be read, and what fn did is not done when it
+// cannot be saved.
+func (s *claimStore) update(fn func(*claimSet)) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	claims, err := s.load()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	set := &claimSet{claims: claims}
 	fn(set)
 	if !set.changed {
-		return nil
+		return len(set.claims), nil
 	}
 	err = s.save(s.path, set.claims)
 	if errors.Is(err, atomicfile.ErrDirSync) {
 		s.unsynced = true
 	}
-	return err
+	return len(set.claims), err
 }
 
 // claims returns the prepared claims.
@@ -126,9 +127,6 @@ func (s *claimSet) remove(uid string) (PreparedClaim, bool) {
 	}
 	return pc, ok
 }
-
-// len is the number of prepared claims.
-func (s *claimSet) len() int { return len(s.claims) }
 
 // cardUse is how a device of a claim being prepared would use its card:
 // what conflict judges.

@@ -306,7 +306,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	d.mu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	var t tally
-	err := d.claims.update(func(prepared *claimSet) {
+	n, err := d.claims.update(func(prepared *claimSet) {
 		for _, c := range claims {
 			if c == nil {
 				continue
@@ -330,7 +330,6 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
 			t.changed(log.WithField("cards", cardsOf(pc)))
 		}
-		t.prepared = prepared.len()
 	})
 	if err != nil {
 		// The checkpoint could not be read, or not saved (claimStore):
@@ -338,7 +337,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		d.opts.Metrics.prepare("checkpoint", len(claims))
 		return nil, err
 	}
-	t.report(d.opts.Metrics, d.opts.Metrics.prepare, "claim prepared")
+	t.report(d.opts.Metrics, d.opts.Metrics.prepare, "claim prepared", n)
 	return out, nil
 }
 
@@ -349,8 +348,6 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 type tally struct {
 	results map[string]int
 	done    []*logrus.Entry
-	// prepared is the number of claims in the checkpoint after the call.
-	prepared int
 }
 
 func (t *tally) count(result string) {
@@ -366,14 +363,16 @@ func (t *tally) changed(log *logrus.Entry) {
 	t.done = append(t.done, log)
 }
 
-func (t *tally) report(m *Metrics, count func(result string, n int), msg string) {
+// report counts and logs the call, and sets the gauge to the prepared
+// claims after it.
+func (t *tally) report(m *Metrics, count func(result string, n int), msg string, prepared int) {
 	for r, n := range t.results {
 		count(r, n)
 	}
 	for _, log := range t.done {
 		log.Info(msg)
 	}
-	m.setPrepared(t.prepared)
+	m.setPrepared(prepared)
 }
 
 // prepareClaim maps one claim's allocation to cards.
@@ -471,7 +470,7 @@ func reason(err error) string {
 func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(claims))
 	var t tally
-	err := d.claims.update(func(prepared *claimSet) {
+	n, err := d.claims.update(func(prepared *claimSet) {
 		for _, c := range claims {
 			out[c.UID] = nil
 			pc, ok := prepared.remove(string(c.UID))
@@ -481,14 +480,13 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 			}
 			t.changed(d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID, "cards": cardsOf(pc)}))
 		}
-		t.prepared = prepared.len()
 	})
 	if err != nil {
 		// As in prepare: the call fails, and the kubelet retries it.
 		d.opts.Metrics.unprepare("checkpoint", len(claims))
 		return nil, err
 	}
-	t.report(d.opts.Metrics, d.opts.Metrics.unprepare, "claim unprepared")
+	t.report(d.opts.Metrics, d.opts.Metrics.unprepare, "claim unprepared", n)
 	return out, nil
 }
 
