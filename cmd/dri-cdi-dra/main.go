@@ -12,6 +12,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/daemon"
 	"github.com/dri-cdi/dri-cdi/pkg/dra"
+	"github.com/dri-cdi/dri-cdi/pkg/logging/klogbridge"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
 
@@ -19,7 +20,7 @@ func main() {
 	os.Exit(daemon.Main(dra.NewFlagSet, func(ctx context.Context, o dra.RunOptions, log *logrus.Logger) error {
 		o.Agent.Log, o.Agent.Version = logrus.NewEntry(log).WithField("version", version.Version), version.Version
 		// The kubelet plugin helper and client-go log with klog.
-		klogs, err := dra.RouteKlog(o.Agent.Log.WithField("component", "kubeletplugin"))
+		klogs, err := klogbridge.Route(o.Agent.Log.WithField("component", "kubeletplugin"))
 		if err != nil {
 			return err
 		}

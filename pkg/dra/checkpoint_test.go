@@ -53,7 +53,7 @@ func TestCheckpointOfAnEarlierVersionLoads(t *testing.T) {
 		Request: "gpu", Pool: "node-a", Device: "pci-0000-03-00-0", Card: "0000:03:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
 	}}}}, claims)
 
-	d := &Driver{checkpoint: path}
+	d := &Driver{claims: newClaimStore(path)}
 	held, err := d.CardsInUse()
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"0000:03:00.0": ""}, held)

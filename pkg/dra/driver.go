@@ -19,6 +19,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 )
 
@@ -86,9 +87,9 @@ type Options struct {
 // turns pools into the node's ResourceSlice) and the helper's DRAPlugin
 // (prepare, unprepare, health).
 type Driver struct {
-	opts       Options
-	checkpoint string
-	log        *logrus.Entry
+	opts   Options
+	claims *claimStore
+	log    *logrus.Entry
 
 	mu      sync.Mutex
 	inv     Inventory
@@ -124,7 +125,7 @@ func NewDriver(o Options) (*Driver, error) {
 	}
 	return &Driver{
 		opts:          o,
-		checkpoint:    filepath.Join(o.PluginDataDir, CheckpointFile),
+		claims:        newClaimStore(filepath.Join(o.PluginDataDir, CheckpointFile)),
 		log:           o.Log,
 		healthChanged: make(chan struct{}),
 		fatal:         make(chan error, 1),
@@ -232,7 +233,7 @@ func (d *Driver) Run(ctx context.Context) error {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(d.opts.PodUID)))
 	}
 	opts = append(opts, d.opts.HelperOptions...)
-	var retry time.Duration
+	retry := backoff.New(time.Second, startRetryMax)
 	for {
 		h, err := kubeletplugin.Start(ctx, d, opts...)
 		if err == nil {
@@ -243,12 +244,12 @@ func (d *Driver) Run(ctx context.Context) error {
 				"registrarDir": d.opts.RegistrarDir, "rollingUpdate": d.opts.PodUID != ""}).Info("kubelet plugin started")
 			break
 		}
-		retry = min(max(2*retry, time.Second), startRetryMax)
-		d.log.WithError(err).WithField("retry_in", retry).Error("cannot start the kubelet plugin")
+		wait := retry.Next()
+		d.log.WithError(err).WithField("retry_in", wait).Error("cannot start the kubelet plugin")
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(retry):
+		case <-time.After(wait):
 		}
 	}
 	// Publish what the loop gave so far, then every change. The first
@@ -297,54 +298,85 @@ func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 // files. A claim prepared before (same UID: the kubelet retries, several
 // pods share it, the plugin restarted) gets its recorded answer again. A
 // claim that cannot be prepared gets an error naming it and the reason;
-// the others are still prepared.
+// the others are still prepared. A checkpoint that cannot be read or
+// saved fails the call (see claimStore); the kubelet retries it.
 func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
-	prepared, err := loadCheckpoint(d.checkpoint)
-	if err != nil {
-		d.opts.Metrics.prepare("checkpoint", len(claims))
-		return nil, err
-	}
 	d.mu.Lock()
 	inv := d.inv
 	d.mu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
-	dirty := false
-	for _, c := range claims {
-		if c == nil {
-			continue
-		}
-		log := d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID})
-		if pc, ok := prepared[string(c.UID)]; ok {
+	var t tally
+	n, err := d.claims.update(func(prepared *claimSet) {
+		for _, c := range claims {
+			if c == nil {
+				continue
+			}
+			log := d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID})
+			if pc, ok := prepared.get(string(c.UID)); ok {
+				out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
+				t.count("again")
+				log.Debug("claim already prepared")
+				continue
+			}
+			pc, err := d.prepareClaim(c, inv, prepared)
+			if err != nil {
+				err = fmt.Errorf("claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
+				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+				t.count(reason(err))
+				log.WithError(err).Warn("claim not prepared")
+				continue
+			}
+			prepared.add(string(c.UID), pc)
 			out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
-			d.opts.Metrics.prepare("again", 1)
-			log.Debug("claim already prepared")
-			continue
+			t.changed(log.WithField("cards", cardsOf(pc)))
 		}
-		pc, err := d.prepareClaim(c, inv, prepared)
-		if err != nil {
-			err = fmt.Errorf("claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
-			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
-			d.opts.Metrics.prepare(reason(err), 1)
-			log.WithError(err).Warn("claim not prepared")
-			continue
-		}
-		prepared[string(c.UID)] = pc
-		dirty = true
-		out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
-		d.opts.Metrics.prepare("success", 1)
-		log.WithField("cards", cardsOf(pc)).Info("claim prepared")
+	})
+	if err != nil {
+		// The checkpoint could not be read, or not saved (claimStore):
+		// the call fails for every claim, and the kubelet retries it.
+		d.opts.Metrics.prepare("checkpoint", len(claims))
+		return nil, err
 	}
-	if dirty {
-		if err := saveCheckpoint(d.checkpoint, prepared); err != nil {
-			return nil, err
-		}
-	}
-	d.opts.Metrics.setPrepared(len(prepared))
+	t.report(d.opts.Metrics, d.opts.Metrics.prepare, "claim prepared", n)
 	return out, nil
 }
 
+// tally is what one prepare or unprepare call did: its claims by metric
+// result, and a log entry for each claim it prepared or unprepared.
+// report counts and logs them once the call's save returned nil, so that
+// nothing of a call that failed counts as done.
+type tally struct {
+	results map[string]int
+	done    []*logrus.Entry
+}
+
+func (t *tally) count(result string) {
+	if t.results == nil {
+		t.results = map[string]int{}
+	}
+	t.results[result]++
+}
+
+// changed counts one claim as success, and logs it as msg in report.
+func (t *tally) changed(log *logrus.Entry) {
+	t.count("success")
+	t.done = append(t.done, log)
+}
+
+// report counts and logs the call, and sets the gauge to the prepared
+// claims after it.
+func (t *tally) report(m *Metrics, count func(result string, n int), msg string, prepared int) {
+	for r, n := range t.results {
+		count(r, n)
+	}
+	for _, log := range t.done {
+		log.Info(msg)
+	}
+	m.setPrepared(prepared)
+}
+
 // prepareClaim maps one claim's allocation to cards.
-func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepared map[string]PreparedClaim) (PreparedClaim, error) {
+func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepared *claimSet) (PreparedClaim, error) {
 	pc := PreparedClaim{Namespace: c.Namespace, Name: c.Name}
 	alloc := c.Status.Allocation
 	if alloc == nil {
@@ -353,13 +385,6 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 	for _, cfg := range alloc.Devices.Config {
 		if cfg.Opaque != nil && cfg.Opaque.Driver == DriverName {
 			return pc, fmt.Errorf("%w (config for requests %v)", ErrOpaqueConfig, cfg.Requests)
-		}
-	}
-	// Cards held by other claims, for the last-line check below.
-	holder := map[string]string{}
-	for uid, o := range prepared {
-		for _, dev := range o.Devices {
-			holder[dev.Card] = o.Namespace + "/" + o.Name + " (" + uid + ")"
 		}
 	}
 	seen := map[string]bool{}
@@ -381,7 +406,9 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 			return pc, fmt.Errorf("device %q (card %s): %w: %s", r.Device, dev.Card, ErrUnhealthy, UnavailableReason)
 		}
 		admin := r.AdminAccess != nil && *r.AdminAccess
-		if h, ok := holder[dev.Card]; ok && !admin {
+		// The last-line check: the scheduler allocated the card to one
+		// claim only.
+		if h, ok := prepared.conflict(cardUse{Card: dev.Card, Admin: admin}); ok {
 			return pc, fmt.Errorf("device %q (card %s): %w %s", r.Device, dev.Card, ErrAlreadyInUse, h)
 		}
 		if seen[r.Device] && !admin {
@@ -441,31 +468,25 @@ func reason(err error) string {
 // claim not prepared (already unprepared, or prepared by nobody) is not
 // an error.
 func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
-	prepared, err := loadCheckpoint(d.checkpoint)
+	out := make(map[types.UID]error, len(claims))
+	var t tally
+	n, err := d.claims.update(func(prepared *claimSet) {
+		for _, c := range claims {
+			out[c.UID] = nil
+			pc, ok := prepared.remove(string(c.UID))
+			if !ok {
+				t.count("not_prepared")
+				continue
+			}
+			t.changed(d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID, "cards": cardsOf(pc)}))
+		}
+	})
 	if err != nil {
+		// As in prepare: the call fails, and the kubelet retries it.
 		d.opts.Metrics.unprepare("checkpoint", len(claims))
 		return nil, err
 	}
-	out := make(map[types.UID]error, len(claims))
-	dirty := false
-	for _, c := range claims {
-		out[c.UID] = nil
-		pc, ok := prepared[string(c.UID)]
-		if !ok {
-			d.opts.Metrics.unprepare("not_prepared", 1)
-			continue
-		}
-		delete(prepared, string(c.UID))
-		dirty = true
-		d.opts.Metrics.unprepare("success", 1)
-		d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID, "cards": cardsOf(pc)}).Info("claim unprepared")
-	}
-	if dirty {
-		if err := saveCheckpoint(d.checkpoint, prepared); err != nil {
-			return nil, err
-		}
-	}
-	d.opts.Metrics.setPrepared(len(prepared))
+	t.report(d.opts.Metrics, d.opts.Metrics.unprepare, "claim unprepared", n)
 	return out, nil
 }
 
@@ -477,24 +498,12 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 // had watched the unbind; one of unknown resource is published again only
 // once it binds.
 func (d *Driver) CardsInUse() (map[string]string, error) {
-	prepared, err := loadCheckpoint(d.checkpoint)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, pc := range prepared {
-		for _, dev := range pc.Devices {
-			if out[dev.Card] == "" {
-				out[dev.Card] = dev.Resource
-			}
-		}
-	}
-	return out, nil
+	return d.claims.cardsInUse()
 }
 
 // Prepared returns the checkpointed claims (doctor, tests).
 func (d *Driver) Prepared() (map[string]PreparedClaim, error) {
-	return loadCheckpoint(d.checkpoint)
+	return d.claims.claims()
 }
 
 // WatchHealthStatus reports every published device's health: Healthy,

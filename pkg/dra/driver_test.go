@@ -369,4 +369,11 @@ func TestNewDriverChecksOptions(t *testing.T) {
 	require.ErrorContains(t, err, "node name is empty")
 	_, err = NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, Log: log})
 	require.ErrorContains(t, err, "no Kubernetes client")
+
+	// The helper's directories default to its own defaults, here only
+	// (Run passes the flags' values on as they are).
+	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, KubeClient: fakeClient(), Log: log})
+	require.NoError(t, err)
+	require.Equal(t, DefaultPluginDataDir, d.opts.PluginDataDir)
+	require.Equal(t, DefaultRegistrarDir, d.HostDirs()[0].Path)
 }

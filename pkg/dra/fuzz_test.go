@@ -27,7 +27,7 @@ func FuzzPrepareClaim(f *testing.F) {
 				{Driver: drv1, Pool: pool1, Device: dev1, Request: req1, AdminAccess: ptr.To(admin1)},
 				{Driver: drv2, Pool: pool2, Device: dev2, Request: req2, AdminAccess: ptr.To(admin2)},
 			}}}}}
-		pc, err := d.prepareClaim(c, inv, held)
+		pc, err := d.prepareClaim(c, inv, &claimSet{claims: held})
 		if err != nil {
 			return
 		}

@@ -24,7 +24,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	d := metrics.Definer{Registry: reg, Namespace: ns}
 	return &Metrics{
 		prepares: d.CounterVec("prepare_claims_total",
-			"Claims handled by NodePrepareResources, by result: success, again (already prepared), or the reason it was refused.", "result"),
+			"Claims handled by NodePrepareResources, by result: success, again (already prepared), the reason it was refused, or checkpoint (the call failed reading or saving it).", "result"),
 		unprepares: d.CounterVec("unprepare_claims_total",
 			"Claims handled by NodeUnprepareResources, by result: success, not_prepared, checkpoint.", "result"),
 		prepared: d.Gauge("prepared_claims",

@@ -2,7 +2,6 @@ package dra
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"k8s.io/client-go/kubernetes"
@@ -24,7 +23,8 @@ type RunOptions struct {
 	PodUID string
 	// Kubeconfig is a kubeconfig file; empty means the in-cluster config.
 	Kubeconfig string
-	// PluginDataDir and RegistrarDir default to the helper's defaults.
+	// PluginDataDir and RegistrarDir default to the helper's defaults
+	// (NewDriver, which also checks the options).
 	PluginDataDir, RegistrarDir string
 
 	// KubeClient replaces the client built from Kubeconfig (tests).
@@ -38,18 +38,6 @@ type RunOptions struct {
 // Run is dri-cdi-dra: the agent's discovery, CDI spec and hotplug loop
 // publishing to the DRA kubelet plugin instead of the device plugin.
 func Run(ctx context.Context, o RunOptions) error {
-	if o.Agent.Log == nil {
-		return errors.New("no logger")
-	}
-	if o.NodeName == "" {
-		return errors.New("node name is empty (set --node-name or DRI_CDI_NODE_NAME from the downward API)")
-	}
-	if o.PluginDataDir == "" {
-		o.PluginDataDir = DefaultPluginDataDir
-	}
-	if o.RegistrarDir == "" {
-		o.RegistrarDir = DefaultRegistrarDir
-	}
 	client := o.KubeClient
 	if client == nil {
 		var err error

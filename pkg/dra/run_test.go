@@ -19,6 +19,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/dra/dratest"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics/metricstest"
 )
@@ -152,7 +153,9 @@ func TestRunFollowsTheNode(t *testing.T) {
 }
 
 func TestRunChecksItsOptions(t *testing.T) {
-	err := Run(context.Background(), RunOptions{Agent: agent.Options{Log: testEntry(t)}, KubeClient: fakeClient()})
+	// The driver's options are checked by NewDriver, once the loop's are.
+	loop := agent.Options{Roots: drm.Roots{Sysfs: t.TempDir(), Dev: t.TempDir()}, CDIDir: t.TempDir(), ResyncInterval: time.Hour, Log: testEntry(t)}
+	err := Run(context.Background(), RunOptions{Agent: loop, KubeClient: fakeClient()})
 	require.ErrorContains(t, err, "node name is empty")
 	err = Run(context.Background(), RunOptions{Agent: agent.Options{Log: testEntry(t)}, NodeName: node, Kubeconfig: "/nonexistent/kubeconfig"})
 	require.ErrorContains(t, err, `kubeconfig "/nonexistent/kubeconfig"`)

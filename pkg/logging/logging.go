@@ -1,5 +1,7 @@
 // Package logging builds the process logger. Only mains call it; every
-// component receives a *logrus.Entry with its own fields.
+// component receives a *logrus.Entry with its own fields. Its subpackage
+// klogbridge routes klog (client-go, the Kubernetes helpers) into that
+// logger, for the one daemon that links klog.
 package logging
 
 import (

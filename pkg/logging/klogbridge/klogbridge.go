@@ -1,4 +1,20 @@
-package dra
+// Package klogbridge routes klog, the logger of client-go and of the
+// Kubernetes helper libraries, into the daemon's logrus logger, so that
+// their lines have the daemon's --log-format and --log-level like every
+// other line, instead of klog's own text format on stderr.
+//
+// It is a package of its own, next to pkg/logging and apart from it: only
+// dri-cdi-dra links klog, and the agent and NRI binaries, which import
+// pkg/logging, must stay without it.
+//
+// # Example
+//
+//	klogs, err := klogbridge.Route(log.WithField("component", "kubeletplugin"))
+//	if err != nil {
+//		return err
+//	}
+//	ctx = klog.NewContext(ctx, klogs)
+package klogbridge
 
 import (
 	"flag"
@@ -11,33 +27,30 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Logger returns a logr.Logger that writes through log. The kubelet
-// plugin helper and client-go log with klog; dri-cdi-dra makes this
-// klog's logger, so that their lines have the daemon's --log-format and
-// --log-level like every other line, instead of klog's own text format on
-// stderr.
+// Logr returns a logr.Logger that writes through log. Route makes it
+// klog's logger.
 //
 // Verbosity maps to levels the way klog's conventions use it: V(0) is
 // Info, V(1) to V(4) (steady-state and debug detail) are Debug, V(5) and
 // more (tracing) are Trace. Key-value pairs become fields; a logger's
 // names (WithName) are joined with "/" into the field "logger".
-func Logger(log *logrus.Entry) logr.Logger {
+func Logr(log *logrus.Entry) logr.Logger {
 	return logr.New(&logrusSink{entry: log})
 }
 
-// RouteKlog makes Logger(log) klog's logger, for klog's functions and for
+// Route makes Logr(log) klog's logger, for klog's functions and for
 // loggers taken from a context, and sets klog's verbosity from log's
 // level (Debug: 4, Trace: 9, else 0). klog filters its global V(n) calls
 // (client-go's) by its own verbosity before a logger sees them, so
 // without it those lines would be dropped even at --log-level debug.
 // klog's state is global: call it once, before anything logs.
-func RouteKlog(log *logrus.Entry) (logr.Logger, error) {
+func Route(log *logrus.Entry) (logr.Logger, error) {
 	var fs flag.FlagSet
 	klog.InitFlags(&fs)
 	if err := fs.Set("v", strconv.Itoa(klogVerbosity(log.Logger.GetLevel()))); err != nil {
 		return logr.Logger{}, fmt.Errorf("klog verbosity: %w", err)
 	}
-	l := Logger(log)
+	l := Logr(log)
 	klog.SetLoggerWithOptions(l, klog.ContextualLogger(true))
 	return l, nil
 }

@@ -1,4 +1,4 @@
-package dra
+package klogbridge
 
 import (
 	"bytes"
@@ -43,9 +43,9 @@ type marshaled struct{}
 
 func (marshaled) MarshalLog() any { return "as marshaled" }
 
-func TestLogger(t *testing.T) {
+func TestLogr(t *testing.T) {
 	entry, lines := jsonLines(t, logrus.InfoLevel)
-	log := Logger(entry)
+	log := Logr(entry)
 
 	log.Info("registered", "plugin", "dri-cdi.dev", "count", 2)
 	require.Equal(t, []map[string]any{{
@@ -72,7 +72,7 @@ func TestLogger(t *testing.T) {
 	require.Equal(t, "non-string key", obj["7"])
 
 	debug, dlines := jsonLines(t, logrus.TraceLevel)
-	dlog := Logger(debug)
+	dlog := Logr(debug)
 	dlog.V(2).Info("steady")
 	dlog.V(6).Info("tracing")
 	levels := []any{}
@@ -82,10 +82,10 @@ func TestLogger(t *testing.T) {
 	require.Equal(t, []any{"debug", "trace"}, levels)
 }
 
-// TestRouteKlog checks the route dri-cdi-dra sets up: klog's global and
+// TestRoute checks the route dri-cdi-dra sets up: klog's global and
 // contextual logging end in the logrus logger, and klog's own verbosity
 // follows the logger's level, so client-go's klog.V(n) lines reach it.
-func TestRouteKlog(t *testing.T) {
+func TestRoute(t *testing.T) {
 	for _, tc := range []struct {
 		level logrus.Level
 		want  []string // messages that arrive, in order
@@ -96,7 +96,7 @@ func TestRouteKlog(t *testing.T) {
 	} {
 		t.Run(tc.level.String(), func(t *testing.T) {
 			entry, lines := jsonLines(t, tc.level)
-			_, err := RouteKlog(entry)
+			_, err := Route(entry)
 			require.NoError(t, err)
 			t.Cleanup(func() {
 				klog.ClearLogger()
@@ -107,7 +107,7 @@ func TestRouteKlog(t *testing.T) {
 
 			klog.InfoS("from klog", "node", "node-a")
 			contextual := klog.FromContext(context.Background()).WithName("kubeletplugin")
-			contextual.Info("from contextual", "driver", DriverName)
+			contextual.Info("from contextual", "driver", "dri-cdi.dev")
 			for _, v := range []klog.Level{2, 4, 6} {
 				klog.V(v).InfoS(fmt.Sprintf("klog V(%d)", v))
 			}
@@ -121,7 +121,7 @@ func TestRouteKlog(t *testing.T) {
 			}
 			require.Equal(t, tc.want, msgs)
 			require.Equal(t, "node-a", got[0]["node"])
-			require.Equal(t, DriverName, got[1]["driver"])
+			require.Equal(t, "dri-cdi.dev", got[1]["driver"])
 			require.Equal(t, "kubeletplugin", got[1]["logger"])
 		})
 	}

@@ -1,0 +1,173 @@
+package dra
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/dri-cdi/dri-cdi/pkg/atomicfile"
+)
+
+// claimStore owns the prepared claims: it loads and saves the checkpoint
+// and answers which cards the claims hold, under its own lock, so that
+// prepare, unprepare and the agent's CardsInUse never interleave a
+// read-modify-write of the file, whoever calls them and however often.
+//
+// It keeps no copy of the claims: every call reads the file under the
+// lock. With a rolling update (--pod-uid) two instances of the plugin
+// share the file, and the kubelet may prepare through one and unprepare
+// through the other; a copy would go stale.
+//
+// # Failed saves
+//
+// A save that fails fails the call: the kubelet gets an error for every
+// claim of it and retries, and the caller counts and logs nothing of it
+// as done. Only a failed directory sync (atomicfile.ErrDirSync) leaves
+// the new file in place, readable but maybe not surviving a crash: the
+// store then syncs the directory before it reads the file again, and
+// fails every call until that sync succeeds, so a retry that finds the
+// claim in the file answers only once the record is durable.
+type claimStore struct {
+	path string
+	mu   sync.Mutex
+	// unsynced is set when a save renamed the file into place but could
+	// not sync its directory.
+	unsynced bool
+	// save and syncDir are saveCheckpoint and atomicfile.SyncDir; tests
+	// make them fail.
+	save    func(path string, claims map[string]PreparedClaim) error
+	syncDir func(dir string) error
+}
+
+func newClaimStore(path string) *claimStore {
+	return &claimStore{path: path, save: saveCheckpoint, syncDir: atomicfile.SyncDir}
+}
+
+// load reads the file, after making the last failed save's rename
+// durable. Callers hold mu.
+func (s *claimStore) load() (map[string]PreparedClaim, error) {
+	if s.unsynced {
+		if err := s.syncDir(filepath.Dir(s.path)); err != nil {
+			return nil, fmt.Errorf("checkpoint %q of a failed save: %w", s.path, err)
+		}
+		s.unsynced = false
+	}
+	return loadCheckpoint(s.path)
+}
+
+// update runs fn on the prepared claims under the store's lock, saves
+// them if fn changed them, and returns how many claims are prepared
+// then. An error reading or saving the checkpoint is returned: fn is not
+// run when the file cannot be read, and what fn did is not done when it
+// cannot be saved.
+func (s *claimStore) update(fn func(*claimSet)) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	claims, err := s.load()
+	if err != nil {
+		return 0, err
+	}
+	set := &claimSet{claims: claims}
+	fn(set)
+	if !set.changed {
+		return len(set.claims), nil
+	}
+	err = s.save(s.path, set.claims)
+	if errors.Is(err, atomicfile.ErrDirSync) {
+		s.unsynced = true
+	}
+	return len(set.claims), err
+}
+
+// claims returns the prepared claims.
+func (s *claimStore) claims() (map[string]PreparedClaim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.load()
+}
+
+// cardsInUse returns every card a prepared claim holds, with the
+// resource it was published under (see claimSet.cardsInUse).
+func (s *claimStore) cardsInUse() (map[string]string, error) {
+	claims, err := s.claims()
+	if err != nil {
+		return nil, err
+	}
+	return (&claimSet{claims: claims}).cardsInUse(), nil
+}
+
+// claimSet is the prepared claims, by claim UID, as one call of the store
+// sees them. A claim is one record with an entry per device, so a card can
+// be in the entries of several claims, and removing one claim leaves the
+// others' entries of the same card.
+type claimSet struct {
+	claims  map[string]PreparedClaim
+	changed bool
+}
+
+// get returns the claim recorded under uid.
+func (s *claimSet) get(uid string) (PreparedClaim, bool) {
+	pc, ok := s.claims[uid]
+	return pc, ok
+}
+
+// add records pc under uid.
+func (s *claimSet) add(uid string, pc PreparedClaim) {
+	s.claims[uid] = pc
+	s.changed = true
+}
+
+// remove forgets the claim recorded under uid, and returns it.
+func (s *claimSet) remove(uid string) (PreparedClaim, bool) {
+	pc, ok := s.claims[uid]
+	if ok {
+		delete(s.claims, uid)
+		s.changed = true
+	}
+	return pc, ok
+}
+
+// cardUse is how a device of a claim being prepared would use its card:
+// what conflict judges.
+type cardUse struct {
+	Card string
+	// Admin is a result with admin access (monitoring, not a workload).
+	Admin bool
+}
+
+// conflict returns the claim that keeps u from its card, as "<namespace>/
+// <name> (<uid>)". The rule: a use with admin access never conflicts; any
+// other use conflicts with every device a prepared claim recorded on the
+// same card, admin access or not (a prepared claim does not record which
+// it was).
+func (s *claimSet) conflict(u cardUse) (string, bool) {
+	if u.Admin {
+		return "", false
+	}
+	for uid, pc := range s.claims {
+		for _, dev := range pc.Devices {
+			if dev.Card == u.Card {
+				return pc.Namespace + "/" + pc.Name + " (" + uid + ")", true
+			}
+		}
+	}
+	return "", false
+}
+
+// cardsInUse returns every card that a device of a prepared claim is
+// recorded on, whatever the claim's kind of use: its CDI name must keep
+// resolving while the claim is prepared. The value is the resource the
+// card was published under, or "" when only claims an earlier version
+// prepared, which did not record it, hold the card.
+func (s *claimSet) cardsInUse() map[string]string {
+	out := map[string]string{}
+	for _, pc := range s.claims {
+		for _, dev := range pc.Devices {
+			if out[dev.Card] == "" {
+				out[dev.Card] = dev.Resource
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,276 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/utils/ptr"
+
+	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/atomicfile"
+)
+
+// newDriver is a Driver on data with testPools published, not started:
+// its prepare and unprepare are called directly, without the helper that
+// serializes them in production.
+func newDriver(t *testing.T, data string) *Driver {
+	t.Helper()
+	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, SysfsRoot: t.TempDir(),
+		PluginDataDir: data, KubeClient: fakeClient(), Log: testEntry(t)})
+	require.NoError(t, err)
+	require.NoError(t, d.Update(testPools(), nil))
+	return d
+}
+
+// allocated is an allocated claim in namespace ns.
+func allocated(name, uid string, results ...resourceapi.DeviceRequestAllocationResult) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
+		Status:     resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: results}}},
+	}
+}
+
+func ref(c *resourceapi.ResourceClaim) kubeletplugin.NamespacedObject {
+	return kubeletplugin.NamespacedObject{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, UID: c.UID}
+}
+
+// The store serializes prepare on its own: claims for one card prepared
+// at once, by calls nobody serializes, give the card to exactly one of
+// them, and the checkpoint records that one.
+func TestClaimStoreSerializesPrepare(t *testing.T) {
+	d := newDriver(t, t.TempDir())
+	const n = 8
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		mu      sync.Mutex
+		winners []string
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := allocated(fmt.Sprint("c", i), fmt.Sprint("uid-", i), result("gpu", "pci-0000-01-00-0"))
+			<-start
+			got, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+			if !assert.NoError(t, err) {
+				return
+			}
+			if got[c.UID].Err == nil {
+				mu.Lock()
+				winners = append(winners, string(c.UID))
+				mu.Unlock()
+			} else {
+				assert.ErrorIs(t, got[c.UID].Err, ErrAlreadyInUse)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Len(t, winners, 1)
+	prepared, err := d.Prepared()
+	require.NoError(t, err)
+	require.Len(t, prepared, 1)
+	require.Contains(t, prepared, winners[0])
+}
+
+// What counts as in use: an ordinary device conflicts with every
+// prepared claim's device on its card, admin access or not; an admin
+// device with none. Every recorded device keeps its card in use for the
+// agent, and unpreparing one claim leaves the other claims' devices on
+// the same card.
+func TestClaimStoreInUseRules(t *testing.T) {
+	d := newDriver(t, t.TempDir())
+	ctx := context.Background()
+	admin := result("mon", "pci-0000-01-00-0")
+	admin.AdminAccess = ptr.To(true)
+	work := allocated("work", "uid-work", result("gpu", "pci-0000-01-00-0"))
+	monitor := allocated("monitor", "uid-monitor", admin)
+	other := allocated("other", "uid-other", result("gpu", "pci-0000-01-00-0"))
+
+	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{work, monitor, other})
+	require.NoError(t, err)
+	require.NoError(t, got["uid-work"].Err)
+	require.NoError(t, got["uid-monitor"].Err, "admin access is not kept from a card in use")
+	require.ErrorIs(t, got["uid-other"].Err, ErrAlreadyInUse)
+	held, err := d.CardsInUse()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"0000:01:00.0": "dri-cdi.dev/i915"}, held)
+
+	// The admin claim holds the card too, today: it does not record that
+	// it was one.
+	_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(work)})
+	require.NoError(t, err)
+	held, err = d.CardsInUse()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"0000:01:00.0": "dri-cdi.dev/i915"}, held, "the admin claim's device is still recorded")
+	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{other})
+	require.NoError(t, err)
+	require.ErrorContains(t, got["uid-other"].Err, "card is prepared for another claim ns/monitor (uid-monitor)")
+
+	_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(monitor)})
+	require.NoError(t, err)
+	held, err = d.CardsInUse()
+	require.NoError(t, err)
+	require.Empty(t, held)
+	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{other})
+	require.NoError(t, err)
+	require.NoError(t, got["uid-other"].Err)
+}
+
+// saveFault makes a Driver's saves fail as atomicfile.Write fails: before
+// the rename (the old file stays), or at the directory sync after it (the
+// new file is in place, maybe not durable). It counts the directory syncs
+// since, and can make them fail too.
+type saveFault struct {
+	d           *Driver
+	afterRename bool
+	save        func(string, map[string]PreparedClaim) error // the store's own
+	syncs       atomic.Int32
+	syncFails   atomic.Bool
+}
+
+// forEachSaveFault runs fn in a subtest for each kind of failed save,
+// with a fresh Driver with metrics whose saves fail.
+func forEachSaveFault(t *testing.T, fn func(t *testing.T, d *Driver, f *saveFault)) {
+	for name, afterRename := range map[string]bool{"write fails": false, "directory sync fails": true} {
+		t.Run(name, func(t *testing.T) {
+			d := newDriver(t, t.TempDir())
+			d.opts.Metrics = NewMetrics(prometheus.NewRegistry())
+			f := &saveFault{d: d, afterRename: afterRename, save: d.claims.save}
+			fn(t, d, f)
+		})
+	}
+}
+
+// start makes the saves fail from now on.
+func (f *saveFault) start(t *testing.T) {
+	f.d.claims.save = func(path string, claims map[string]PreparedClaim) error {
+		if !f.afterRename {
+			return fmt.Errorf("checkpoint: write %s: %w", path, syscall.ENOSPC)
+		}
+		require.NoError(t, saveCheckpoint(path, claims))
+		return fmt.Errorf("checkpoint: sync %s: %w: %w", filepath.Dir(path), atomicfile.ErrDirSync, syscall.EIO)
+	}
+	f.d.claims.syncDir = func(dir string) error {
+		f.syncs.Add(1)
+		if f.syncFails.Load() {
+			return fmt.Errorf("sync %s: %w: %w", dir, atomicfile.ErrDirSync, syscall.EIO)
+		}
+		return atomicfile.SyncDir(dir)
+	}
+}
+
+// requireFailed requires that err is the failed save's, and that the
+// call's one claim counted as checkpoint in v, not as success; then it
+// lets saves work again (directory syncs stay counted).
+func (f *saveFault) requireFailed(t *testing.T, err error, v *prometheus.CounterVec) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, f.afterRename, errors.Is(err, atomicfile.ErrDirSync), err.Error())
+	require.Equal(t, float64(1), counter(v, "checkpoint"))
+	require.Zero(t, counter(v, "success"))
+	f.d.claims.save = f.save
+}
+
+// counter is the value of one result of a Metrics counter vector.
+func counter(v *prometheus.CounterVec, result string) float64 {
+	return testutil.ToFloat64(v.WithLabelValues(result))
+}
+
+// A prepare whose save fails fails as a whole, counts its claims as
+// checkpoint and records nothing as prepared; the kubelet's retry gets
+// the answer once the record is durable. After a failed directory sync
+// the file already holds the claim: the retry syncs the directory before
+// it answers from it, and fails while it cannot.
+func TestFailedSaveFailsPrepare(t *testing.T) {
+	forEachSaveFault(t, func(t *testing.T, d *Driver, f *saveFault) {
+		ctx := context.Background()
+		one := []*resourceapi.ResourceClaim{allocated("one", "uid-1", result("gpu", "pci-0000-01-00-0"))}
+		f.start(t)
+		got, err := d.PrepareResourceClaims(ctx, one)
+		require.Nil(t, got)
+		f.requireFailed(t, err, d.opts.Metrics.prepares)
+
+		if f.afterRename {
+			// Until the directory syncs, nothing is answered from the file.
+			f.syncFails.Store(true)
+			_, err = d.PrepareResourceClaims(ctx, one)
+			require.ErrorIs(t, err, atomicfile.ErrDirSync)
+			_, err = d.CardsInUse()
+			require.ErrorIs(t, err, atomicfile.ErrDirSync)
+			_, err = d.Prepared()
+			require.ErrorIs(t, err, atomicfile.ErrDirSync)
+			require.Equal(t, float64(2), counter(d.opts.Metrics.prepares, "checkpoint"))
+			f.syncFails.Store(false)
+		}
+		synced := f.syncs.Load()
+		got, err = d.PrepareResourceClaims(ctx, one)
+		require.NoError(t, err)
+		require.NoError(t, got["uid-1"].Err)
+		require.Equal(t, []string{"dri-cdi.dev/gpu=0000:01:00.0"}, got["uid-1"].Devices[0].CDIDeviceIDs)
+		if f.afterRename {
+			require.Equal(t, synced+1, f.syncs.Load(), "the retry synced the directory first")
+			require.Equal(t, float64(1), counter(d.opts.Metrics.prepares, "again"), "the failed save's file held the claim")
+		} else {
+			require.Zero(t, f.syncs.Load(), "a save that failed before the rename leaves nothing to sync")
+			require.Equal(t, float64(1), counter(d.opts.Metrics.prepares, "success"))
+		}
+		// Once synced, calls read the file without syncing again.
+		synced = f.syncs.Load()
+		_, err = d.Prepared()
+		require.NoError(t, err)
+		require.Equal(t, synced, f.syncs.Load())
+	})
+}
+
+// An unprepare whose save fails fails as a whole and counts its claims as
+// checkpoint; its retry forgets the claim, after a failed directory sync
+// only once the directory synced.
+func TestFailedSaveFailsUnprepare(t *testing.T) {
+	forEachSaveFault(t, func(t *testing.T, d *Driver, f *saveFault) {
+		ctx := context.Background()
+		c := allocated("one", "uid-1", result("gpu", "pci-0000-01-00-0"))
+		got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+		require.NoError(t, err)
+		require.NoError(t, got["uid-1"].Err)
+		one := []kubeletplugin.NamespacedObject{ref(c)}
+		f.start(t)
+		_, err = d.UnprepareResourceClaims(ctx, one)
+		f.requireFailed(t, err, d.opts.Metrics.unprepares)
+		if f.afterRename {
+			f.syncFails.Store(true)
+			_, err = d.UnprepareResourceClaims(ctx, one)
+			require.ErrorIs(t, err, atomicfile.ErrDirSync)
+			f.syncFails.Store(false)
+		}
+
+		res, err := d.UnprepareResourceClaims(ctx, one)
+		require.NoError(t, err)
+		require.NoError(t, res["uid-1"])
+		prepared, err := d.Prepared()
+		require.NoError(t, err)
+		require.Empty(t, prepared)
+		if f.afterRename {
+			require.Equal(t, float64(1), counter(d.opts.Metrics.unprepares, "not_prepared"), "the failed save's file had forgotten the claim")
+			require.Positive(t, f.syncs.Load())
+		} else {
+			require.Equal(t, float64(1), counter(d.opts.Metrics.unprepares, "success"))
+			require.Zero(t, f.syncs.Load())
+		}
+	})
+}
