@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -97,8 +98,10 @@ type Driver struct {
 	// healthChanged is closed and replaced when the devices change.
 	healthChanged chan struct{}
 	helper        *kubeletplugin.Helper
-	published     bool
-	fatal         chan error
+	// startErr is why the last start of the helper failed (Ready).
+	startErr  error
+	published bool
+	fatal     chan error
 	// kick asks Run to publish the latest devices.
 	kick chan struct{}
 }
@@ -203,6 +206,8 @@ func (d *Driver) Ready() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
+	case d.helper == nil && d.startErr != nil:
+		return fmt.Errorf("kubelet plugin not started: %w", d.startErr)
 	case d.helper == nil:
 		return errors.New("kubelet plugin not started")
 	case !d.published:
@@ -216,6 +221,22 @@ func (d *Driver) Ready() error {
 		return fmt.Errorf("kubelet refused the registration: %s", st.Error)
 	}
 	return nil
+}
+
+// pluginDataDirMode is the mode of --plugin-data-dir when the plugin
+// creates it: it holds the DRA socket the kubelet (root) dials and the
+// root-only checkpoint, so nobody else needs to list or enter it; the
+// kubelet creates its own plugin directories 0750 as well.
+const pluginDataDirMode = 0o750
+
+// start creates the plugin data dir when it is missing (a fresh node, or
+// a manifest whose hostPath is not DirectoryOrCreate: the helper would
+// fail to bind its socket there), then starts the helper.
+func (d *Driver) start(ctx context.Context, opts []kubeletplugin.Option) (*kubeletplugin.Helper, error) {
+	if err := os.MkdirAll(d.opts.PluginDataDir, pluginDataDirMode); err != nil {
+		return nil, fmt.Errorf("create plugin data dir %s: %w", d.opts.PluginDataDir, err)
+	}
+	return kubeletplugin.Start(ctx, d, opts...)
 }
 
 // Run starts the helper (registration and DRA gRPC servers, slice
@@ -235,7 +256,10 @@ func (d *Driver) Run(ctx context.Context) error {
 	opts = append(opts, d.opts.HelperOptions...)
 	retry := backoff.New(time.Second, startRetryMax)
 	for {
-		h, err := kubeletplugin.Start(ctx, d, opts...)
+		h, err := d.start(ctx, opts)
+		d.mu.Lock()
+		d.startErr = err
+		d.mu.Unlock()
 		if err == nil {
 			d.mu.Lock()
 			d.helper = h

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,4 +160,46 @@ func TestRunChecksItsOptions(t *testing.T) {
 	require.ErrorContains(t, err, "node name is empty")
 	err = Run(context.Background(), RunOptions{Agent: agent.Options{Log: testEntry(t)}, NodeName: node, Kubeconfig: "/nonexistent/kubeconfig"})
 	require.ErrorContains(t, err, `kubeconfig "/nonexistent/kubeconfig"`)
+}
+
+// A plugin data dir that does not exist yet (a fresh node, or a
+// manifest whose hostPath is not DirectoryOrCreate) is created, 0750, and
+// the plugin registers; one that cannot be created is named, with the
+// reason, by /readyz while the start is retried.
+func TestRunCreatesItsPluginDataDir(t *testing.T) {
+	drmtest.SkipUnlessRoot(t)
+	tree := drmtest.MustBuild(t, drmtest.IntelIGPU)
+	data := filepath.Join(kubelettest.ShortDir(t), "plugins", "dri-cdi.dev")
+	reg, client := kubelettest.ShortDir(t), fakeClient()
+	p := runPlugin(t, tree, t.TempDir(), data, reg, client)
+	p.register(t, client)
+	st, err := os.Stat(data)
+	require.NoError(t, err)
+	require.True(t, st.IsDir())
+	require.Equal(t, os.FileMode(pluginDataDirMode), st.Mode().Perm())
+
+	// A file where the directory belongs: never started, and /readyz
+	// says why.
+	blocked := filepath.Join(kubelettest.ShortDir(t), "file")
+	require.NoError(t, os.WriteFile(blocked, nil, 0o600))
+	addr := make(chan net.Addr, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{
+			Agent: agent.Options{Roots: tree.Roots(), CDIDir: t.TempDir(), ResyncInterval: time.Hour, MetricsAddr: "127.0.0.1:0",
+				OnMetricsListen: func(a net.Addr) { addr <- a }, Log: testEntry(t)},
+			NodeName: node, PluginDataDir: filepath.Join(blocked, "dri-cdi.dev"), RegistrarDir: kubelettest.ShortDir(t), KubeClient: fakeClient(),
+		})
+	}()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	base := "http://" + (<-addr).String()
+	var body string
+	require.Eventually(t, func() bool {
+		var code int
+		code, body = metricstest.Get(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "create plugin data dir")
+	}, 30*time.Second, 10*time.Millisecond)
+	require.Contains(t, body, filepath.Join(blocked, "dri-cdi.dev"))
+	require.Contains(t, body, "not a directory")
 }
