@@ -34,6 +34,11 @@ type PreparedDevice struct {
 	// Added to version 1 later: empty in a claim an earlier version
 	// prepared.
 	Resource string `json:"resource,omitempty"`
+	// AdminAccess is set for a result with admin access (a monitoring
+	// claim): the scheduler does not count it as a use of the card, and
+	// neither does prepare (claimSet.conflict). Added to version 1 after
+	// Resource: outside Checksum and FullChecksum, inside ClaimsChecksum.
+	AdminAccess bool `json:"adminAccess,omitempty"`
 }
 
 // PreparedClaim is what the checkpoint keeps of one prepared claim: the
@@ -61,22 +66,29 @@ type PreparedClaim struct {
 // call the file corrupt and fail every prepare and unprepare). A later
 // field gets a checksum of its own, or the format a new version.
 type checkpoint struct {
-	Version int                      `json:"version"`
-	Claims  map[string]PreparedClaim `json:"claims"`
+	Version int `json:"version"`
+	// Claims is the map of PreparedClaim by claim UID, kept as the bytes
+	// of the file for ClaimsChecksum.
+	Claims json.RawMessage `json:"claims"`
 	// Checksum is the SHA-256 of the JSON of Claims without the added
 	// fields.
 	Checksum string `json:"checksum"`
 	// FullChecksum is the SHA-256 of the JSON of Claims: version 1's
 	// fields and Resource, no later ones.
 	FullChecksum string `json:"fullChecksum,omitempty"`
+	// ClaimsChecksum is the SHA-256 of the bytes of Claims as written,
+	// every field included, so that it holds for fields a later version
+	// adds as well: a version reads a file of a later one without knowing
+	// its fields, and checks its bytes. Absent in files of earlier
+	// versions.
+	ClaimsChecksum string `json:"claimsChecksum,omitempty"`
 }
 
-// claimsSum is the SHA-256 of the JSON of claims, without the fields
-// added to version 1 later when base is set.
+// claimsSum is the SHA-256 of the JSON of claims with version 1's
+// fields and Resource (FullChecksum), or version 1's first fields only
+// when base is set (Checksum).
 func claimsSum(claims map[string]PreparedClaim, base bool) (string, error) {
-	if base {
-		claims = baseForm(claims)
-	}
+	claims = frozenForm(claims, base)
 	b, err := json.Marshal(claims) // map keys are sorted: stable
 	if err != nil {
 		return "", err
@@ -85,13 +97,17 @@ func claimsSum(claims map[string]PreparedClaim, base bool) (string, error) {
 	return hex.EncodeToString(s[:]), nil
 }
 
-// baseForm is claims as the first form of version 1 holds them.
-func baseForm(claims map[string]PreparedClaim) map[string]PreparedClaim {
+// frozenForm is claims with only the fields Checksum (base) or
+// FullChecksum cover: every field added later is cleared.
+func frozenForm(claims map[string]PreparedClaim, base bool) map[string]PreparedClaim {
 	out := make(map[string]PreparedClaim, len(claims))
 	for uid, pc := range claims {
 		pc.Devices = slices.Clone(pc.Devices)
 		for i := range pc.Devices {
-			pc.Devices[i].Resource = ""
+			if base {
+				pc.Devices[i].Resource = ""
+			}
+			pc.Devices[i].AdminAccess = false
 		}
 		out[uid] = pc
 	}
@@ -114,14 +130,20 @@ func loadCheckpoint(path string) (map[string]PreparedClaim, error) {
 	if cp.Version != checkpointVersion {
 		return nil, fmt.Errorf("checkpoint %q has version %d, want %d", path, cp.Version, checkpointVersion)
 	}
-	if cp.Claims == nil {
-		cp.Claims = map[string]PreparedClaim{}
+	if cp.ClaimsChecksum != "" && cp.ClaimsChecksum != bytesSum(cp.Claims) {
+		return nil, fmt.Errorf("checkpoint %q is corrupt: checksum mismatch", path)
 	}
-	base, err := claimsSum(cp.Claims, true)
+	claims := map[string]PreparedClaim{}
+	if len(cp.Claims) > 0 && string(cp.Claims) != "null" {
+		if err := json.Unmarshal(cp.Claims, &claims); err != nil {
+			return nil, fmt.Errorf("parse checkpoint %q: claims: %w", path, err)
+		}
+	}
+	base, err := claimsSum(claims, true)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %q: %w", path, err)
 	}
-	full, err := claimsSum(cp.Claims, false)
+	full, err := claimsSum(claims, false)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %q: %w", path, err)
 	}
@@ -134,7 +156,13 @@ func loadCheckpoint(path string) (map[string]PreparedClaim, error) {
 	if base != cp.Checksum || full != wantFull {
 		return nil, fmt.Errorf("checkpoint %q is corrupt: checksum mismatch", path)
 	}
-	return cp.Claims, nil
+	return claims, nil
+}
+
+// bytesSum is the hex SHA-256 of b.
+func bytesSum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }
 
 // checkpointMode keeps the checkpoint readable by root only: it names
@@ -153,7 +181,11 @@ func saveCheckpoint(path string, claims map[string]PreparedClaim) error {
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(checkpoint{Version: checkpointVersion, Claims: claims, Checksum: base, FullChecksum: full})
+	raw, err := json.Marshal(claims) // map keys are sorted: stable
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(checkpoint{Version: checkpointVersion, Claims: raw, Checksum: base, FullChecksum: full, ClaimsChecksum: bytesSum(raw)})
 	if err != nil {
 		return err
 	}

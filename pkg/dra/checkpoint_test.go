@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,4 +147,46 @@ func FuzzLoadCheckpoint(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, claims, again)
 	})
+}
+
+// AdminAccess is outside the frozen checksums, so an earlier version
+// still reads a file this one wrote, and inside ClaimsChecksum, so an
+// edit of it is caught here.
+func TestCheckpointAdminAccessIsChecked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), CheckpointFile)
+	claims := map[string]PreparedClaim{"uid-1": {Namespace: "ns", Name: "mon", Devices: []PreparedDevice{
+		{Request: "mon", Pool: "node", Device: "pci-0000-01-00-0", Card: "0000:01:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:01:00.0"},
+			Resource: "dri-cdi.dev/i915", AdminAccess: true}}}}
+	require.NoError(t, saveCheckpoint(path, claims))
+	got, err := loadCheckpoint(path)
+	require.NoError(t, err)
+	require.Equal(t, claims, got)
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	edited := strings.Replace(string(data), `"adminAccess":true`, `"adminAccess":false`, 1)
+	require.NotEqual(t, string(data), edited)
+	require.NoError(t, os.WriteFile(path, []byte(edited), 0o600))
+	_, err = loadCheckpoint(path)
+	require.EqualError(t, err, fmt.Sprintf("checkpoint %q is corrupt: checksum mismatch", path))
+
+	// What an earlier version checks: Checksum and FullChecksum over the
+	// fields it knows, which leave AdminAccess out.
+	var cp struct {
+		Claims                 map[string]PreparedClaim
+		Checksum, FullChecksum string
+	}
+	require.NoError(t, json.Unmarshal(data, &cp))
+	base, err := claimsSum(cp.Claims, true)
+	require.NoError(t, err)
+	full, err := claimsSum(cp.Claims, false)
+	require.NoError(t, err)
+	require.Equal(t, cp.Checksum, base)
+	require.Equal(t, cp.FullChecksum, full)
+	old := cp.Claims["uid-1"]
+	old.Devices = slices.Clone(old.Devices)
+	old.Devices[0].AdminAccess = false
+	fullOld, err := claimsSum(map[string]PreparedClaim{"uid-1": old}, false)
+	require.NoError(t, err)
+	require.Equal(t, cp.FullChecksum, fullOld, "a reader without the field computes the same sum")
 }

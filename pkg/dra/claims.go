@@ -137,17 +137,18 @@ type cardUse struct {
 }
 
 // conflict returns the claim that keeps u from its card, as "<namespace>/
-// <name> (<uid>)". The rule: a use with admin access never conflicts; any
-// other use conflicts with every device a prepared claim recorded on the
-// same card, admin access or not (a prepared claim does not record which
-// it was).
+// <name> (<uid>)". The rule is the scheduler's: a use with admin access
+// (a monitoring claim) neither conflicts nor is conflicted with; any
+// other use conflicts with every device of another claim's workload use
+// recorded on the same card. Devices an earlier version recorded carry
+// no AdminAccess and count as workload uses.
 func (s *claimSet) conflict(u cardUse) (string, bool) {
 	if u.Admin {
 		return "", false
 	}
 	for uid, pc := range s.claims {
 		for _, dev := range pc.Devices {
-			if dev.Card == u.Card {
+			if dev.Card == u.Card && !dev.AdminAccess {
 				return pc.Namespace + "/" + pc.Name + " (" + uid + ")", true
 			}
 		}

@@ -111,8 +111,10 @@ func TestClaimStoreInUseRules(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"0000:01:00.0": "dri-cdi.dev/i915"}, held)
 
-	// The admin claim holds the card too, today: it does not record that
-	// it was one.
+	// The admin claim keeps the card's CDI name resolving, but does not
+	// keep a workload claim from it: the scheduler does not count admin
+	// access as a use, so it gives the card to the next workload claim
+	// while the monitor runs.
 	_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(work)})
 	require.NoError(t, err)
 	held, err = d.CardsInUse()
@@ -120,7 +122,9 @@ func TestClaimStoreInUseRules(t *testing.T) {
 	require.Equal(t, map[string]string{"0000:01:00.0": "dri-cdi.dev/i915"}, held, "the admin claim's device is still recorded")
 	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{other})
 	require.NoError(t, err)
-	require.ErrorContains(t, got["uid-other"].Err, "card is prepared for another claim ns/monitor (uid-monitor)")
+	require.NoError(t, got["uid-other"].Err, "a monitoring claim must not block a workload claim")
+	_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(other)})
+	require.NoError(t, err)
 
 	_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(monitor)})
 	require.NoError(t, err)
@@ -130,6 +134,30 @@ func TestClaimStoreInUseRules(t *testing.T) {
 	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{other})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-other"].Err)
+}
+
+// The defect's order: a monitoring DaemonSet's admin-access claim is
+// prepared first, then the workload claim the scheduler gave the same
+// card; the admin flag survives a restart of the plugin (it is in the
+// checkpoint).
+func TestAdminClaimFirstDoesNotBlockAWorkload(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	admin := result("mon", "pci-0000-01-00-0")
+	admin.AdminAccess = ptr.To(true)
+	monitor := allocated("monitor", "uid-monitor", admin)
+	work := allocated("work", "uid-work", result("gpu", "pci-0000-01-00-0"))
+
+	got, err := newDriver(t, dir).PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{monitor})
+	require.NoError(t, err)
+	require.NoError(t, got["uid-monitor"].Err)
+	got, err = newDriver(t, dir).PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{work})
+	require.NoError(t, err)
+	require.NoError(t, got["uid-work"].Err, "the workload pod must not wait for the monitor")
+	prepared, err := newDriver(t, dir).Prepared()
+	require.NoError(t, err)
+	require.True(t, prepared["uid-monitor"].Devices[0].AdminAccess)
+	require.False(t, prepared["uid-work"].Devices[0].AdminAccess)
 }
 
 // saveFault makes a Driver's saves fail as atomicfile.Write fails: before

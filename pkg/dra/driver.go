@@ -441,7 +441,7 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 		seen[r.Device] = true
 		pc.Devices = append(pc.Devices, PreparedDevice{
 			Request: r.Request, Pool: r.Pool, Device: r.Device, Card: dev.Card,
-			CDI: []string{cdi.QualifiedName(d.opts.Kind, dev.Card)}, Resource: dev.Resource,
+			CDI: []string{cdi.QualifiedName(d.opts.Kind, dev.Card)}, Resource: dev.Resource, AdminAccess: admin,
 		})
 	}
 	if len(pc.Devices) == 0 {
