@@ -302,3 +302,45 @@ func TestFailedSaveFailsUnprepare(t *testing.T) {
 		}
 	})
 }
+
+// A repeated prepare of a claim UID whose allocation changed since it
+// was prepared (the kubelet lost its state, or an unprepare never
+// reached the plugin) prepares the current allocation: the recorded
+// card, which may be another claim's now, is neither handed out again
+// nor kept from others. An allocation that cannot be prepared is refused
+// naming both.
+func TestRepeatedPrepareFollowsAChangedAllocation(t *testing.T) {
+	d := newDriver(t, t.TempDir())
+	ctx := context.Background()
+	first := allocated("c", "uid-c", result("gpu", "pci-0000-00-02-0"))
+	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{first})
+	require.NoError(t, err)
+	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:00:02.0"}, got["uid-c"].Devices[0].CDIDeviceIDs)
+
+	// Unchanged: the recorded answer.
+	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{first})
+	require.NoError(t, err)
+	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:00:02.0"}, got["uid-c"].Devices[0].CDIDeviceIDs)
+
+	moved := allocated("c", "uid-c", result("gpu", "pci-0000-01-00-0"))
+	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{moved})
+	require.NoError(t, err)
+	require.NoError(t, got["uid-c"].Err)
+	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:01:00.0"}, got["uid-c"].Devices[0].CDIDeviceIDs, "the current allocation, not the record")
+	held, err := d.CardsInUse()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"0000:01:00.0": "dri-cdi.dev/i915"}, held, "the old card is free")
+	other := allocated("other", "uid-other", result("gpu", "pci-0000-00-02-0"))
+	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{other})
+	require.NoError(t, err)
+	require.NoError(t, got["uid-other"].Err, "the card the record held is another claim's now")
+
+	gone := allocated("c", "uid-c", result("gpu", "pci-0000-09-00-0"))
+	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{gone})
+	require.NoError(t, err)
+	require.ErrorIs(t, got["uid-c"].Err, ErrUnknownDevice)
+	require.ErrorContains(t, got["uid-c"].Err, "its allocation changed from [node-a/pci-0000-01-00-0], prepared before, to [node-a/pci-0000-09-00-0]")
+	held, err = d.CardsInUse()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"0000:00:02.0": "dri-cdi.dev/i915"}, held, "a record of an allocation the claim no longer has holds nothing")
+}

@@ -88,9 +88,10 @@ type Options struct {
 // turns pools into the node's ResourceSlice) and the helper's DRAPlugin
 // (prepare, unprepare, health).
 type Driver struct {
-	opts   Options
-	claims *claimStore
-	log    *logrus.Entry
+	opts    Options
+	claims  *claimStore
+	orphans *orphans
+	log     *logrus.Entry
 
 	mu      sync.Mutex
 	inv     Inventory
@@ -129,6 +130,7 @@ func NewDriver(o Options) (*Driver, error) {
 	return &Driver{
 		opts:          o,
 		claims:        newClaimStore(filepath.Join(o.PluginDataDir, CheckpointFile)),
+		orphans:       newOrphans(),
 		log:           o.Log,
 		healthChanged: make(chan struct{}),
 		fatal:         make(chan error, 1),
@@ -284,6 +286,12 @@ func (d *Driver) Run(ctx context.Context) error {
 	case d.kick <- struct{}{}:
 	default:
 	}
+	// Checkpoint entries of claims that are gone are collected from now
+	// on, off the prepare path.
+	gcCtx, gcStop := context.WithCancel(ctx)
+	gcDone := make(chan struct{})
+	go func() { defer close(gcDone); d.collectOrphans(gcCtx, d.orphans) }()
+	defer func() { gcStop(); <-gcDone }()
 	var err error
 	for err == nil {
 		select {
@@ -336,13 +344,26 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 				continue
 			}
 			log := d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID})
-			if pc, ok := prepared.get(string(c.UID)); ok {
-				out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
+			old, had := prepared.get(string(c.UID))
+			if had && sameAllocation(old, c) {
+				out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(old)}
 				t.count("again")
 				log.Debug("claim already prepared")
 				continue
 			}
+			if had {
+				// The record answers an allocation the claim no longer has
+				// (kubelet state lost, an unprepare that never reached us):
+				// its card may be another claim's now. The claim's current
+				// allocation is prepared instead, or refused naming both.
+				prepared.remove(string(c.UID))
+				log.WithFields(logrus.Fields{"recorded": recordedDevices(old), "allocated": allocationOf(c)}).
+					Warn("claim's allocation changed since it was prepared; preparing it again")
+			}
 			pc, err := d.prepareClaim(c, inv, prepared)
+			if err != nil && had {
+				err = fmt.Errorf("%w (its allocation changed from %v, prepared before, to %v)", err, recordedDevices(old), allocationOf(c))
+			}
 			if err != nil {
 				err = fmt.Errorf("claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
 				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
@@ -448,6 +469,56 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 		return pc, ErrNoDevice
 	}
 	return pc, nil
+}
+
+// sameAllocation reports whether the claim's allocation of this
+// driver's devices is what pc was prepared from: the same results
+// (request, pool, device, admin access), in order. It reads no more than
+// the claim's results, so an unchanged claim's repeated prepare stays a
+// lookup.
+func sameAllocation(pc PreparedClaim, c *resourceapi.ResourceClaim) bool {
+	if c.Status.Allocation == nil {
+		return false
+	}
+	i := 0
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver != DriverName {
+			continue
+		}
+		if i >= len(pc.Devices) {
+			return false
+		}
+		dev := pc.Devices[i]
+		admin := r.AdminAccess != nil && *r.AdminAccess
+		if dev.Request != r.Request || dev.Pool != r.Pool || dev.Device != r.Device || dev.AdminAccess != admin {
+			return false
+		}
+		i++
+	}
+	return i == len(pc.Devices)
+}
+
+// recordedDevices names the devices pc was prepared with, as "<pool>/<device>".
+func recordedDevices(pc PreparedClaim) []string {
+	out := make([]string, len(pc.Devices))
+	for i, dev := range pc.Devices {
+		out[i] = dev.Pool + "/" + dev.Device
+	}
+	return out
+}
+
+// allocationOf names the devices of this driver c is allocated now.
+func allocationOf(c *resourceapi.ResourceClaim) []string {
+	var out []string
+	if c.Status.Allocation == nil {
+		return out
+	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver == DriverName {
+			out = append(out, r.Pool+"/"+r.Device)
+		}
+	}
+	return out
 }
 
 func resultDevices(pc PreparedClaim) []kubeletplugin.Device {

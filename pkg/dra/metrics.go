@@ -26,7 +26,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		prepares: d.CounterVec("prepare_claims_total",
 			"Claims handled by NodePrepareResources, by result: success, again (already prepared), the reason it was refused, or checkpoint (the call failed reading or saving it).", "result"),
 		unprepares: d.CounterVec("unprepare_claims_total",
-			"Claims handled by NodeUnprepareResources, by result: success, not_prepared, checkpoint.", "result"),
+			"Claims handled by NodeUnprepareResources, by result: success, not_prepared, checkpoint; and checkpoint entries of claims gone from the API server, removed: orphaned.", "result"),
 		prepared: d.Gauge("prepared_claims",
 			"Claims in the checkpoint after the last prepare or unprepare."),
 		devices: d.GaugeVec("devices",
