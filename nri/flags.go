@@ -7,6 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
@@ -31,6 +32,9 @@ type Options struct {
 	CDIReloadInterval time.Duration
 	// Config is the dri-cdi config file; empty: the defaults.
 	Config string
+	// SysfsRoot is the host's sysfs, where <sysfs>/dev/char says which
+	// card holds a device number now.
+	SysfsRoot string
 	// MetricsAddr serves /metrics, /healthz and /readyz; empty disables.
 	MetricsAddr string
 	// Log receives the plugin's logs; main sets it, no flag does.
@@ -59,6 +63,7 @@ func NewFlagSet(o *Options, log *logging.Flags) *flag.FlagSet {
 	fs.DurationVar(&o.CDIReloadInterval, "cdi-reload-interval", DefaultReloadInterval,
 		"period of the CDI spec reload that backs the directory watch")
 	fs.StringVar(&o.Config, "config", "", "dri-cdi config file (YAML); empty: defaults")
+	fs.StringVar(&o.SysfsRoot, "sysfs-root", drm.DefaultRoots.Sysfs, "the host's sysfs: dev/char tells which card holds a device number now")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9471", "address of /metrics, /healthz and /readyz; empty disables")
 	log.Register(fs)
 	flagenv.Usage(fs, flagenv.Prefix)

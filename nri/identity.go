@@ -55,6 +55,17 @@ func StatHost(p string) (HostDevice, error) {
 	return HostDevice{Char: true, Major: unix.Major(rdev), Minor: unix.Minor(rdev)}, nil
 }
 
+// CharOwner tells which card the kernel registered a char device number
+// for, now (drm.CharDeviceCard over the host's sysfs). It is called on
+// the request path: one readlink, no other I/O.
+type CharOwner func(major, minor uint32) (card string, err error)
+
+// SysfsOwner is the CharOwner of the host whose sysfs is mounted at
+// sysfs.
+func SysfsOwner(sysfs string) CharOwner {
+	return func(major, minor uint32) (string, error) { return drm.CharDeviceCard(sysfs, major, minor) }
+}
+
 // refresher is a DeviceSource that can be reloaded on demand
 // (*SpecIndex).
 type refresher interface {
@@ -75,7 +86,7 @@ type refresher interface {
 // runtime's CDI injection put into env, fails with ErrCardUnavailable; a
 // node that does not match fails with ErrHostMismatch. What is returned
 // is exactly what was checked, so nothing else can be injected.
-func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceSource, stat HostStat) (fixedSource, error) {
+func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceSource, host hostCheck) (fixedSource, error) {
 	for _, e := range env {
 		if id, ok := cdi.UnavailableCard([]string{e}); ok {
 			return nil, unavailable(id)
@@ -105,7 +116,7 @@ func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceS
 				// only the host's /dev/dri.
 				continue
 			}
-			if err := checkHost(card, n, stat); err != nil {
+			if err := host.check(card, n); err != nil {
 				return nil, err
 			}
 		}
@@ -120,7 +131,38 @@ func unavailable(card string) error {
 		"gets the card once it is back)", ErrCardUnavailable, card)
 }
 
-// checkHost compares one node of card with the host.
+// hostCheck is how the nodes of a card are compared with the host.
+type hostCheck struct {
+	stat HostStat
+	// owner, when set, names the card the kernel registered each
+	// node's numbers for.
+	owner CharOwner
+}
+
+// check compares one node of card with the host: the host path holds the
+// spec's numbers now, and the kernel registered those numbers for this
+// card. The second part needs no by-path link, so it also holds for a
+// card without one, and for a spec that could not be rewritten after
+// its card's numbers went to another card.
+func (h hostCheck) check(card string, n drm.DeviceNode) error {
+	if err := checkHost(card, n, h.stat); err != nil {
+		return err
+	}
+	if h.owner == nil {
+		return nil
+	}
+	owner, err := h.owner(n.Major, n.Minor)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: card %s: node %s (%d:%d): %w", ErrHostMismatch, card, n.Path, n.Major, n.Minor, err)
+	case owner != card:
+		return fmt.Errorf("%w: card %s: node %s is %d:%d, which the kernel has registered for %s now (the card's "+
+			"numbers were taken by another device; the CDI spec is stale)", ErrHostMismatch, card, n.Path, n.Major, n.Minor, owner)
+	}
+	return nil
+}
+
+// checkHost compares one node of card with what its host path holds.
 func checkHost(card string, n drm.DeviceNode, stat HostStat) error {
 	host := hostPathOf(n)
 	d, err := stat(host)

@@ -166,7 +166,7 @@ func FuzzIdentityAuthorization(f *testing.F) {
 			return
 		}
 		src := fixedSource(w.store)
-		checked, err := checkedNodes(context.Background(), dec.cards, w.ctr.GetEnv(), src, w.stat)
+		checked, err := checkedNodes(context.Background(), dec.cards, w.ctr.GetEnv(), src, hostCheck{stat: w.stat})
 		if err != nil {
 			return // the container fails: nothing is injected
 		}

@@ -74,7 +74,7 @@ type identityRig struct {
 	loads   int
 }
 
-func newIdentityRig(t *testing.T, cards map[string][]drm.DeviceNode, host *fakeHost) *identityRig {
+func newIdentityRig(t *testing.T, cards map[string][]drm.DeviceNode, host *fakeHost, owner ...nri.CharOwner) *identityRig {
 	t.Helper()
 	r := &identityRig{host: host, cards: cards}
 	var err error
@@ -96,7 +96,7 @@ func newIdentityRig(t *testing.T, cards map[string][]drm.DeviceNode, host *fakeH
 	require.NoError(t, r.store.Reload())
 	r.plugin, err = nri.New(nri.Config{
 		Kind: kind, Resources: served{resI915: true}, Authorizer: client, Devices: r.store, Log: log,
-		HostStat: host.stat,
+		HostStat: host.stat, Owner: firstOwner(owner),
 	})
 	require.NoError(t, err)
 	return r
@@ -216,6 +216,53 @@ func TestHostNumbersMismatch(t *testing.T) {
 	host.set("/dev/dri/renderD128", nil)
 	_, err = r.create(container("app", asks(resI915, cardX)))
 	require.ErrorContains(t, err, "host /dev/dri/renderD128: file does not exist")
+}
+
+func firstOwner(o []nri.CharOwner) nri.CharOwner {
+	if len(o) == 0 {
+		return nil
+	}
+	return o[0]
+}
+
+// A card without by-path links (or with a spec that could not be
+// rewritten on a read-only spec dir) whose numbers another card took:
+// the host paths hold the spec's numbers, so only the kernel's record of
+// which card the numbers belong to (<sysfs>/dev/char) tells them apart.
+func TestNumbersOfAnotherCardAreRefusedWithoutByPathLinks(t *testing.T) {
+	store := map[string][]drm.DeviceNode{cardX: cardNodes(cardX, 0, 128)[:2]} // no by-path links
+	host := hostOf(store)
+	owners := map[uint32]string{0: cardX, 128: cardX}
+	var mu sync.Mutex
+	owner := func(major, minor uint32) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		id, ok := owners[minor]
+		if !ok || major != 226 {
+			return "", fs.ErrNotExist
+		}
+		return id, nil
+	}
+	r := newIdentityRig(t, store, host, owner)
+	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
+	adj, err := r.create(container("app", asks(resI915, cardX)))
+	require.NoError(t, err)
+	require.Len(t, adj.GetLinux().GetDevices(), 2)
+
+	// X unbinds, Y takes card0/renderD128; X's spec still names them.
+	mu.Lock()
+	owners[0], owners[128] = cardY, cardY
+	mu.Unlock()
+	_, err = r.create(container("app", asks(resI915, cardX)))
+	require.ErrorContains(t, err, "device node does not match the host: card "+cardX+": node /dev/dri/card0 is 226:0, which the kernel has registered for "+cardY+" now")
+
+	// Nobody holds them: refused too.
+	mu.Lock()
+	delete(owners, 0)
+	delete(owners, 128)
+	mu.Unlock()
+	_, err = r.create(container("app", asks(resI915, cardX)))
+	require.ErrorContains(t, err, "device node does not match the host: card "+cardX+": node /dev/dri/card0 (226:0): file does not exist")
 }
 
 // /dev/kfd is shared by every amdgpu card and not under the host's

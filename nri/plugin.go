@@ -45,6 +45,9 @@ type Config struct {
 	// HostStat checks nodes against the host at request time; nil means
 	// StatHost.
 	HostStat HostStat
+	// Owner, when set, also checks that the kernel registered each node's
+	// numbers for the card (SysfsOwner); nil leaves that check out.
+	Owner CharOwner
 }
 
 // Plugin is the dri-cdi NRI plugin. Its methods are the NRI stub's event
@@ -57,7 +60,7 @@ type Plugin struct {
 	devices    DeviceSource
 	metrics    *Metrics
 	log        *logrus.Entry
-	stat       HostStat
+	host       hostCheck
 
 	connected atomic.Bool
 	// synced, when set, is closed by the next Synchronize: Run uses it to
@@ -94,7 +97,7 @@ func New(cfg Config) (*Plugin, error) {
 		devices:    cfg.Devices,
 		metrics:    cfg.Metrics,
 		log:        cfg.Log,
-		stat:       cfg.HostStat,
+		host:       hostCheck{stat: cfg.HostStat, owner: cfg.Owner},
 	}, nil
 }
 
@@ -196,7 +199,7 @@ func (p *Plugin) handle(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		return nil, resultDenied, nil
 	}
 
-	checked, err := checkedNodes(ctx, dec.cards, processEnv(ctr), p.devices, p.stat)
+	checked, err := checkedNodes(ctx, dec.cards, processEnv(ctr), p.devices, p.host)
 	if err != nil {
 		return nil, resultError, p.fail(pod, ctr, identityReason(err), err)
 	}

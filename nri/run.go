@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -55,7 +57,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	pcfg := Config{
 		Kind: conf.Kind(), Resources: conf, Authorizer: client, Devices: store, Metrics: met, Log: log,
-		HostStat: o.hostStat,
+		HostStat: o.hostStat, Owner: sysfsOwner(o.SysfsRoot, log),
 	}
 	if o.KubeletCheckpoint != "" {
 		// Bounded like a PodResources query: both run while the runtime waits.
@@ -85,4 +87,17 @@ func Run(ctx context.Context, o Options) error {
 	err = plugin.Run(ctx, ConnectConfig{Socket: o.NRISocket, Name: o.PluginName, Index: o.PluginIndex})
 	cancel()
 	return errors.Join(err, <-watched)
+}
+
+// sysfsOwner is the CharOwner over sysfs, or nil, with a warning, when
+// sysfs has no dev/char directory (not a sysfs, or an empty --sysfs-root):
+// the identity check then rests on the host paths and by-path links
+// alone.
+func sysfsOwner(sysfs string, log *logrus.Entry) CharOwner {
+	dir := filepath.Join(sysfs, "dev", "char")
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		log.WithField("sysfsRoot", sysfs).Warn("no dev/char in the sysfs root: device nodes are checked against their host paths and by-path links only, not against the kernel's record of which card holds their numbers")
+		return nil
+	}
+	return SysfsOwner(sysfs)
 }

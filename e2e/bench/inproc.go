@@ -105,7 +105,8 @@ func discardLog() *logrus.Entry {
 // process, for a container asking nothing and one allocated one card,
 // interleaved. The authorizer answers in process, so the PodResources
 // round trip is not included; the spec index is loaded from real spec
-// files of 16 cards. Logs are formatted at info level, as deployed, and
+// files of 16 cards, and each node is checked against the host (stat)
+// and the fake sysfs's dev/char links, as deployed. Logs are formatted at info level, as deployed, and
 // discarded.
 func (b *bench) measureHandler(n *node16) error {
 	log := discardLog()
@@ -121,6 +122,9 @@ func (b *bench) measureHandler(n *node16) error {
 	p, err := nri.New(nri.Config{
 		Kind: cfg.Kind(), Resources: cfg, Devices: store, Log: log,
 		Authorizer: podresourcestest.Fixed{n.resource: {n.card.ID}},
+		// As deployed: every node is checked against the tree's
+		// dev/char record too.
+		Owner: nri.SysfsOwner(n.tree.Roots().Sysfs),
 	})
 	if err != nil {
 		return err

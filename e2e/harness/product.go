@@ -61,6 +61,7 @@ func (n *Node) AgentRunning() bool { return n.agent != nil && n.agent.Running() 
 func (n *Node) StartNRI(ctx context.Context) error {
 	args := []string{n.suite.Product.NRI,
 		"--nri-socket=" + n.NRISocket,
+		"--sysfs-root=" + n.SysfsRoot,
 		"--pod-resources-socket=" + n.PodResourcesSocket,
 		"--cdi-dir=" + n.CDIDir,
 		"--metrics-addr=",

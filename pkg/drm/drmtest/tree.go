@@ -498,7 +498,8 @@ func (t *Tree) udevAdd(g GPU) error {
 	return nil
 }
 
-// minorDir creates <parent>/drm/<name> as the kernel does for a DRM minor.
+// minorDir creates <parent>/drm/<name> as the kernel does for a DRM
+// minor, with its <sysfs>/dev/char/<major>:<minor> link.
 func (t *Tree) minorDir(parent, name string, minor int) error {
 	dir := filepath.Join(parent, "drm", name)
 	return firstErr(
@@ -507,7 +508,13 @@ func (t *Tree) minorDir(parent, name string, minor int) error {
 		writeFile(filepath.Join(dir, "uevent"), fmt.Sprintf("MAJOR=%d\nMINOR=%d\nDEVNAME=dri/%s\nDEVTYPE=drm_minor\n", DRMMajor, minor, name)),
 		os.Symlink("../../../"+filepath.Base(parent), filepath.Join(dir, "device")),
 		relSymlink(filepath.Join(t.sys, "class", "drm"), filepath.Join(dir, "subsystem")),
+		relSymlink(dir, t.charLink(minor)),
 	)
+}
+
+// charLink is the kernel's <sysfs>/dev/char link of DRM minor minor.
+func (t *Tree) charLink(minor int) string {
+	return filepath.Join(t.sys, "dev", "char", fmt.Sprintf("%d:%d", DRMMajor, minor))
 }
 
 // unbind undoes bind in the order of a real host: the kernel's part
@@ -540,7 +547,10 @@ func (t *Tree) unbindSysfs(g GPU) error {
 	if g.Render >= 0 {
 		errs = append(errs, os.Remove(filepath.Join(class, render)))
 	}
-	errs = append(errs, os.RemoveAll(filepath.Join(parent, "drm")))
+	errs = append(errs, os.RemoveAll(filepath.Join(parent, "drm")), os.Remove(t.charLink(g.Card)))
+	if g.Render >= 0 {
+		errs = append(errs, os.Remove(t.charLink(g.Render)))
+	}
 	if g.Driver != "" {
 		errs = append(errs,
 			os.Remove(filepath.Join(parent, "driver")),
