@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/pkg/agent/agenttest"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
@@ -19,7 +20,7 @@ import (
 )
 
 const (
-	wait = 15 * time.Second
+	wait = agenttest.Wait
 	tick = 2 * time.Millisecond
 )
 
@@ -38,19 +39,11 @@ type fakeBackend struct {
 
 func (b *fakeBackend) HostDirs() []HostDir { return b.dirs }
 
-// running is a loop that runAgent serves until the test ends.
-type running struct {
-	metrics string // base URL of its metrics server
-	cancel  context.CancelFunc
-	done    chan error // Run's result
-}
-
-// runAgent runs the loop with o and backend b, its metrics server on a
-// free loopback port, until the test ends, when it must stop in time and
-// without an error. It returns once the metrics server listens. Left
-// unset, the CDI dir is a fresh temp dir and the full rescan an hour
-// away: the tests make their changes seen through the watchers.
-func runAgent(t *testing.T, o Options, b Backend) *running {
+// runAgent runs the loop with o and backend b until the test ends
+// (agenttest.Serve). Left unset, the CDI dir is a fresh temp dir and the
+// full rescan an hour away: the tests make their changes seen through
+// the watchers.
+func runAgent(t *testing.T, o Options, b Backend) *agenttest.Running {
 	t.Helper()
 	if o.CDIDir == "" {
 		o.CDIDir = filepath.Join(t.TempDir(), "cdi")
@@ -58,30 +51,11 @@ func runAgent(t *testing.T, o Options, b Backend) *running {
 	if o.ResyncInterval == 0 {
 		o.ResyncInterval = time.Hour
 	}
-	addr := make(chan net.Addr, 1)
-	o.MetricsAddr, o.OnMetricsListen = "127.0.0.1:0", func(a net.Addr) { addr <- a }
-	loop, err := New(o)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- loop.Run(ctx, b) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-r.done:
-			require.NoError(t, err)
-		case <-time.After(wait):
-			t.Error("loop did not stop")
-		}
+	o.MetricsAddr = "127.0.0.1:0"
+	return agenttest.Serve(t, func(ctx context.Context, onListen func(net.Addr)) error {
+		o.OnMetricsListen = onListen
+		return run(ctx, o, b)
 	})
-	select {
-	case a := <-addr:
-		r.metrics = "http://" + a.String()
-	case err := <-r.done:
-		r.done <- err // for the cleanup
-		t.Fatalf("loop stopped: %v", err)
-	}
-	return r
 }
 
 // run is New then Run, for the tests that look at Run's result.

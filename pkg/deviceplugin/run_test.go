@@ -18,6 +18,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/agent/agenttest"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
@@ -27,7 +28,7 @@ import (
 )
 
 const (
-	wait = 15 * time.Second
+	wait = agenttest.Wait
 	tick = 2 * time.Millisecond
 )
 
@@ -109,19 +110,11 @@ func TestRunFailsWhenSpecsCannotBeWritten(t *testing.T) {
 	require.Empty(t, entries)
 }
 
-// running is an agent that runAgent serves until the test ends.
-type running struct {
-	metrics string // base URL of its metrics server
-	cancel  context.CancelFunc
-	done    chan error // Run's result
-}
-
-// runAgent runs dri-cdi-agent (deviceplugin.Run) with o, its metrics server on a free loopback
-// port, until the test ends, when it must stop in time and without an
-// error. It returns once the metrics server listens. Left unset, the CDI
-// dir is a fresh temp dir, the delivery cdi-cri, and the full rescan an
-// hour away: the tests make their changes seen through the watchers.
-func runAgent(t *testing.T, o deviceplugin.RunOptions) *running {
+// runAgent runs dri-cdi-agent (deviceplugin.Run) with o until the test
+// ends (agenttest.Serve). Left unset, the CDI dir is a fresh temp dir, the
+// delivery cdi-cri, and the full rescan an hour away: the tests make
+// their changes seen through the watchers.
+func runAgent(t *testing.T, o deviceplugin.RunOptions) *agenttest.Running {
 	t.Helper()
 	if o.Agent.CDIDir == "" {
 		o.Agent.CDIDir = filepath.Join(t.TempDir(), "cdi")
@@ -132,33 +125,16 @@ func runAgent(t *testing.T, o deviceplugin.RunOptions) *running {
 	if o.Agent.ResyncInterval == 0 {
 		o.Agent.ResyncInterval = time.Hour
 	}
-	addr := make(chan net.Addr, 1)
-	o.Agent.MetricsAddr, o.Agent.OnMetricsListen = "127.0.0.1:0", func(a net.Addr) { addr <- a }
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- deviceplugin.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-r.done:
-			require.NoError(t, err)
-		case <-time.After(wait):
-			t.Error("agent did not stop")
-		}
+	o.Agent.MetricsAddr = "127.0.0.1:0"
+	return agenttest.Serve(t, func(ctx context.Context, onListen func(net.Addr)) error {
+		o.Agent.OnMetricsListen = onListen
+		return deviceplugin.Run(ctx, o)
 	})
-	select {
-	case a := <-addr:
-		r.metrics = "http://" + a.String()
-	case err := <-r.done:
-		r.done <- err // for the cleanup
-		t.Fatalf("agent stopped: %v", err)
-	}
-	return r
 }
 
 // node is a running agent on a fake tree with a fake kubelet.
 type node struct {
-	*running
+	*agenttest.Running
 	tree    *drmtest.Tree
 	kubelet *kubelettest.Kubelet
 	cdiDir  string
@@ -178,7 +154,7 @@ func startNode(t *testing.T, delivery, config string, gpus ...drmtest.GPU) *node
 		cfgPath = filepath.Join(t.TempDir(), "config.yaml")
 		require.NoError(t, os.WriteFile(cfgPath, []byte(config), 0o600))
 	}
-	n.running = runAgent(t, deviceplugin.RunOptions{
+	n.Running = runAgent(t, deviceplugin.RunOptions{
 		Agent:   agent.Options{Roots: tree.Roots(), CDIDir: n.cdiDir, ConfigPath: cfgPath, Log: testEntry(t)},
 		Backend: deviceplugin.BackendOptions{KubeletDir: k.Dir(), Delivery: delivery},
 	})
@@ -236,8 +212,8 @@ func TestAgentServesCardsFromATree(t *testing.T) {
 	require.Contains(t, devs, igpu.ID(), "the CDI name must resolve")
 	require.NotContains(t, devs, drmtest.Simpledrm.ID())
 
-	require.Eventually(t, func() bool { code, _ := metricstest.Get(t, n.metrics+"/readyz"); return code == http.StatusOK }, wait, tick)
-	_, body := metricstest.Get(t, n.metrics+"/metrics")
+	require.Eventually(t, func() bool { code, _ := metricstest.Get(t, n.Metrics+"/readyz"); return code == http.StatusOK }, wait, tick)
+	_, body := metricstest.Get(t, n.Metrics+"/metrics")
 	require.Contains(t, body, `dri_cdi_agent_devices{health="healthy",resource="dri-cdi.dev/i915"} 1`)
 	require.Contains(t, body, `dri_cdi_agent_allocations_total{resource="dri-cdi.dev/i915"} 1`)
 	require.Contains(t, body, `dri_cdi_agent_registered{resource="dri-cdi.dev/amdgpu"} 1`)
@@ -351,11 +327,11 @@ func TestAgentShutdown(t *testing.T) {
 	igpu := drmtest.IntelIGPU.WithNodes(0, 128)
 	n := startNode(t, "cdi-cri", "", igpu)
 	ep := n.endpoint(t, "dri-cdi.dev/i915")
-	n.cancel()
+	n.Cancel()
 	select {
-	case err := <-n.done:
+	case err := <-n.Done:
 		require.NoError(t, err)
-		n.done <- err
+		n.Done <- err
 	case <-time.After(wait):
 		t.Fatal("agent did not stop")
 	}
@@ -381,7 +357,7 @@ func TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir(t *testing.T) {
 
 	log, hook := logtest.NewNullLogger()
 	log.SetLevel(logrus.DebugLevel)
-	base := runAgent(t, deviceplugin.RunOptions{Agent: agent.Options{Roots: roots, Log: logrus.NewEntry(log)}, Backend: deviceplugin.BackendOptions{KubeletDir: kubelet}}).metrics
+	base := runAgent(t, deviceplugin.RunOptions{Agent: agent.Options{Roots: roots, Log: logrus.NewEntry(log)}, Backend: deviceplugin.BackendOptions{KubeletDir: kubelet}}).Metrics
 	var code int
 	var body string
 	require.Eventually(t, func() bool {
@@ -407,7 +383,7 @@ func TestAgentReadyButSaysWhyWithoutDRMOrKubeletDir(t *testing.T) {
 func TestAgentReadyzHasNoWarningOnAHealthyNode(t *testing.T) {
 	tree, err := drmtest.NewTree(t.TempDir())
 	require.NoError(t, err)
-	base := runAgent(t, deviceplugin.RunOptions{Agent: agent.Options{Roots: tree.Roots(), Log: testEntry(t)}, Backend: deviceplugin.BackendOptions{KubeletDir: kubelettest.ShortDir(t)}}).metrics
+	base := runAgent(t, deviceplugin.RunOptions{Agent: agent.Options{Roots: tree.Roots(), Log: testEntry(t)}, Backend: deviceplugin.BackendOptions{KubeletDir: kubelettest.ShortDir(t)}}).Metrics
 	var code int
 	var body string
 	require.Eventually(t, func() bool {
