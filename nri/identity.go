@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,6 +110,7 @@ func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceS
 		if len(nodes) == 0 {
 			return nil, unavailable(card)
 		}
+		var owned []uint64 // numbers whose owner was checked: by-path links repeat them
 		for _, n := range nodes {
 			if !underDRI(n.Path) {
 				// A per-driver node shared by every card of the driver
@@ -116,8 +118,14 @@ func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceS
 				// only the host's /dev/dri.
 				continue
 			}
-			if err := host.check(card, n); err != nil {
+			if err := checkHost(card, n, host.stat); err != nil {
 				return nil, err
+			}
+			if dev := uint64(n.Major)<<32 | uint64(n.Minor); !slices.Contains(owned, dev) {
+				if err := host.checkOwner(card, n); err != nil {
+					return nil, err
+				}
+				owned = append(owned, dev)
 			}
 		}
 		out[card] = nodes
@@ -139,15 +147,12 @@ type hostCheck struct {
 	owner CharOwner
 }
 
-// check compares one node of card with the host: the host path holds the
-// spec's numbers now, and the kernel registered those numbers for this
-// card. The second part needs no by-path link, so it also holds for a
-// card without one, and for a spec that could not be rewritten after
-// its card's numbers went to another card.
-func (h hostCheck) check(card string, n drm.DeviceNode) error {
-	if err := checkHost(card, n, h.stat); err != nil {
-		return err
-	}
+// checkOwner checks that the kernel registered the numbers of one node
+// of card for this card now (after checkHost found the host path holding
+// them). It needs no by-path link, so it also holds for a card without
+// one, and for a spec that could not be rewritten after its card's
+// numbers went to another card.
+func (h hostCheck) checkOwner(card string, n drm.DeviceNode) error {
 	if h.owner == nil {
 		return nil
 	}

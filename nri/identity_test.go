@@ -265,6 +265,26 @@ func TestNumbersOfAnotherCardAreRefusedWithoutByPathLinks(t *testing.T) {
 	require.ErrorContains(t, err, "device node does not match the host: card "+cardX+": node /dev/dri/card0 (226:0): file does not exist")
 }
 
+// The owner of a number is looked up once per card: the by-path links
+// repeat the card and render nodes' numbers.
+func TestOwnerLookedUpOncePerNumber(t *testing.T) {
+	store := map[string][]drm.DeviceNode{cardX: cardNodes(cardX, 0, 128)}
+	var mu sync.Mutex
+	var calls []uint32
+	owner := func(_, minor uint32) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, minor)
+		return cardX, nil
+	}
+	r := newIdentityRig(t, store, hostWith(map[string][2]uint32{cardX: {0, 128}}), owner)
+	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
+	adj, err := r.create(container("app", asks(resI915, cardX)))
+	require.NoError(t, err)
+	require.Len(t, adj.GetLinux().GetDevices(), 4)
+	require.ElementsMatch(t, []uint32{0, 128}, calls)
+}
+
 // /dev/kfd is shared by every amdgpu card and not under the host's
 // /dev/dri the plugin sees: it is not checked, the DRM nodes are.
 func TestSharedExtraNodeIsNotChecked(t *testing.T) {
