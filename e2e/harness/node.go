@@ -45,6 +45,9 @@ type NodeOptions struct {
 	// Containerd is the containerd release to run (Containerd22,
 	// Containerd17); "" runs the default build. See containerd.go.
 	Containerd string
+	// SpecDirSize puts the CDI dir on a tmpfs of this size ("64k"), so a
+	// scenario can fill it (specdir.go); "" keeps it a plain directory.
+	SpecDirSize string
 
 	// Set by Suite.StartCluster (cluster.go) for a node that registers
 	// with an API server: prepare runs before containerd starts,
@@ -174,6 +177,11 @@ func (s *Suite) StartNode(ctx context.Context, log Logger, opts NodeOptions) (n 
 	}
 	if roots := n.Tree.Roots(); roots.Sysfs != n.SysfsRoot || roots.Dev != n.DevRoot {
 		return n, fmt.Errorf("fake DRM tree at %v, want %s and %s", roots, n.SysfsRoot, n.DevRoot)
+	}
+	if opts.SpecDirSize != "" {
+		if err := n.mountSpecTmpfs(opts.SpecDirSize); err != nil {
+			return n, err
+		}
 	}
 	if opts.Config != "" {
 		n.ConfigPath = filepath.Join(dir, "dri-cdi.yaml")
