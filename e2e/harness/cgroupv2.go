@@ -89,6 +89,14 @@ func HostCgroup2Mount() (string, error) {
 	return "", errors.New("this host mounts no cgroup2 tree (none in /proc/self/mountinfo)")
 }
 
+// HostCgroupUnified reports whether this host's own /sys/fs/cgroup is a
+// cgroup2 tree (a unified host), where every node is managed on v2
+// without the rig.
+func HostCgroupUnified() bool {
+	var fs unix.Statfs_t
+	return unix.Statfs("/sys/fs/cgroup", &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC
+}
+
 // startRig starts the node's holder and probes what its root offers.
 func (n *Node) startRig(ctx context.Context) error {
 	mount, err := HostCgroup2Mount()
