@@ -412,3 +412,29 @@ func (n *Node) v1DevicesList(ctx context.Context, containerID string) (string, e
 	}
 	return "", nil
 }
+
+// DoctorInRig runs `dri-cdi doctor -o json` inside the rig's mount and
+// cgroup namespaces with the default paths, the way a doctor in a
+// container with a private cgroup namespace sees the node: its
+// /sys/fs/cgroup is the node's sub-tree of the cgroup2 tree. Only the
+// cgroup results speak about the rig; the rest of the report is about
+// the host's default paths.
+func (n *Node) DoctorInRig(ctx context.Context) (*DoctorReport, error) {
+	if n.rig == nil {
+		return nil, errors.New("the node has no cgroup v2 rig")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "nsenter", "--target", strconv.Itoa(n.rig.holder.Pid()), "--mount", "--cgroup", "--",
+		n.suite.Product.CLI, "doctor", "-o", "json")
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		return nil, fmt.Errorf("dri-cdi doctor in the rig: %w", err)
+	}
+	var rep DoctorReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return nil, fmt.Errorf("parse dri-cdi doctor -o json: %w: %q", err, out)
+	}
+	return &rep, nil
+}

@@ -31,6 +31,9 @@ import (
 //     without the dmem controller no dmem setting; the
 //     root-start-then-drop workload and an init container sharing the
 //     GPU with its app container both get ENXIO;
+//   - dri-cdi doctor run inside the rig's namespaces, where
+//     /sys/fs/cgroup is a sub-tree as in a container, reports cgroup v2
+//     and that it cannot see the root-only dmem.capacity;
 //   - nri mode on a runtime whose CDI cannot see our specs: ENXIO,
 //     injected by the NRI plugin alone;
 //   - device-specs mode: ENXIO through the kubelet's DeviceSpecs;
@@ -74,6 +77,22 @@ func TestCgroupV2(t *testing.T) {
 			// device-memory limit, and the container started (above).
 			require.NotContains(t, n.CgroupV2Controllers(), "dmem")
 			require.NotContains(t, spec.Raw, `"dmem.`, "no dmem.* setting in the container's spec")
+		})
+		t.Run("doctor in a private cgroup namespace", func(t *testing.T) {
+			// dri-cdi doctor where /sys/fs/cgroup is a sub-tree of the
+			// cgroup2 tree, as in a container: it knows the version and
+			// says it cannot see the root-only dmem.capacity.
+			rep, err := n.DoctorInRig(context.Background())
+			require.NoError(t, err)
+			got := map[string]harness.DoctorResult{}
+			for _, r := range rep.Results {
+				got[r.Name] = r
+			}
+			t.Logf("doctor in the rig: cgroup %+v; cgroup.dmem %+v", got["cgroup"], got["cgroup.dmem"])
+			require.Equal(t, "OK", got["cgroup"].Status)
+			require.Contains(t, got["cgroup"].Message, "cgroup v2")
+			require.Equal(t, "WARN", got["cgroup.dmem"].Status, "this kernel has no dmem, and the sub-tree cannot tell")
+			require.Contains(t, got["cgroup.dmem"].Message, "dmem.capacity is not visible")
 		})
 		t.Run("root-start-then-drop", func(t *testing.T) {
 			requireV2AllowsGPU(t, n, rootStartThenDrop(t, n, render))
