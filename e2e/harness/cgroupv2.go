@@ -237,6 +237,18 @@ func (n *Node) ContainerCgroup(ctx context.Context, containerID string) (string,
 	return filepath.Join(base, p), nil
 }
 
+// bpftoolPath finds bpftool on PATH or in /usr/sbin, where Debian's
+// package puts it (not on every PATH).
+func bpftoolPath() (string, error) {
+	if p, err := exec.LookPath("bpftool"); err == nil {
+		return p, nil
+	}
+	if err := executable("/usr/sbin/bpftool"); err == nil {
+		return "/usr/sbin/bpftool", nil
+	}
+	return "", errors.New("bpftool not found on PATH or in /usr/sbin (Debian's bpftool package; `make e2e-tools` installs it)")
+}
+
 // BPFProgram is one BPF program attached to a cgroup, as `bpftool -j
 // cgroup show` lists it.
 type BPFProgram struct {
@@ -252,9 +264,9 @@ const AttachCgroupDevice = "cgroup_device"
 // BPFCgroupPrograms lists the BPF programs attached to the cgroup at dir
 // (a host path in the cgroup2 tree) with bpftool.
 func BPFCgroupPrograms(ctx context.Context, dir string) ([]BPFProgram, error) {
-	bpftool, err := exec.LookPath("bpftool")
+	bpftool, err := bpftoolPath()
 	if err != nil {
-		return nil, fmt.Errorf("%w (Debian's bpftool package; `make e2e-tools` installs it)", err)
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -337,9 +349,13 @@ func (n *Node) ContainerDeviceFilter(ctx context.Context, containerID string) (*
 // bpfProgXlated is `bpftool prog dump xlated id <id>`: the program's
 // instructions as the kernel runs them.
 func bpfProgXlated(ctx context.Context, id int) (string, error) {
+	bpftool, err := bpftoolPath()
+	if err != nil {
+		return "", err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "bpftool", "prog", "dump", "xlated", "id", strconv.Itoa(id)).CombinedOutput()
+	out, err := exec.CommandContext(ctx, bpftool, "prog", "dump", "xlated", "id", strconv.Itoa(id)).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("bpftool prog dump xlated id %d: %w: %s", id, err, strings.TrimSpace(string(out)))
 	}
