@@ -79,6 +79,9 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 10s), all even if one fails
 E2E_CACHE ?= /var/cache/dri-cdi-e2e
 E2E_RUN ?= .
 E2E_TIMEOUT ?= 60m
+# DEMO_CGROUP=v2 runs make demo's node on cgroup v2 (the e2e v2 rig); v1,
+# the default, on this machine's own hierarchy.
+DEMO_CGROUP ?= v1
 E2E_ENV = DRI_CDI_E2E_CACHE=$(E2E_CACHE) DRI_CDI_E2E_PRODUCT_BIN=$(CURDIR)/$(BIN) DRI_CDI_E2E_IMAGE=$(CURDIR)/$(IMAGE_ARCHIVE)
 
 .PHONY: e2e-tools
@@ -94,9 +97,9 @@ e2e: build image e2e-tools ## Real-node and cluster scenarios: kubelet, containe
 	rc=$$?; $(GO) run ./cmd/e2e-summary -rc $$rc $(CURDIR)/$(OUT)/e2e.log
 
 .PHONY: demo
-demo: build ## Show the hostPath EPERM, the dri-cdi fix and a root-start-then-drop pod on a fake-GPU node (root)
+demo: build ## Show the hostPath EPERM, the dri-cdi fix and a root-start-then-drop pod on a fake-GPU node (root; DEMO_CGROUP=v2 for cgroup v2)
 	DRI_CDI_E2E_CACHE=$(E2E_CACHE) e2e/tools/install.sh node
-	cd e2e && $(E2E_ENV) $(GO) run ./cmd/demo
+	cd e2e && $(E2E_ENV) DRI_CDI_DEMO_CGROUP=$(DEMO_CGROUP) $(GO) run ./cmd/demo
 
 IMAGE ?= ghcr.io/dri-cdi/dri-cdi
 # The tag the manifests deploy.

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -100,13 +101,60 @@ func (n *Node) containerdConfigV2() string {
 }
 
 // runcBinary is the runc that containerd's runtime runs: the suite's
-// runc, or on a host that needs the oom_score_adj quirk the clamping
+// runc, or on a host that needs an adaptation (runcRig) the runc-rig
 // wrapper StartContainerd puts before it.
 func (n *Node) runcBinary() string {
-	if n.suite.OOMClamp {
+	if n.runcRig().needed() {
 		return filepath.Join(n.runDir, "bin", "runc")
 	}
 	return n.suite.Tools.Runc
+}
+
+// runcRig is what runc-rig must adapt on this node: the oom_score_adj
+// clamp where the host refuses negative values, and on a cgroup v2 rig
+// the limits of the controllers its root does not offer (cgroupv2.go).
+func (n *Node) runcRig() runcRigConfig {
+	cfg := runcRigConfig{ClampOOMScoreAdj: n.suite.OOMClamp}
+	if n.rig != nil {
+		cfg.DropControllers = n.rig.missing
+	}
+	return cfg
+}
+
+// runcRigConfig is e2e/cmd/runc-rig's runc-rig.json.
+type runcRigConfig struct {
+	ClampOOMScoreAdj bool     `json:"clampOOMScoreAdj"`
+	DropControllers  []string `json:"dropControllers,omitempty"`
+}
+
+func (c runcRigConfig) needed() bool { return c.ClampOOMScoreAdj || len(c.DropControllers) > 0 }
+
+// installRuncRig puts runc-rig, its runc-rig.json and a runc.real link to
+// the suite's runc where runcBinary says.
+func (n *Node) installRuncRig() error {
+	cfg := n.runcRig()
+	if !cfg.needed() {
+		return nil
+	}
+	bin, err := n.suite.rigWrapper()
+	if err != nil {
+		return err
+	}
+	runc := n.runcBinary()
+	if err := os.MkdirAll(filepath.Dir(runc), 0o755); err != nil {
+		return err
+	}
+	if err := copyFile(bin, runc, 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink(n.suite.Tools.Runc, runc+".real"); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(filepath.Dir(runc), "runc-rig.json"), data, 0o644)
 }
 
 // containerdConfigHead is the part of containerd's config that every
@@ -185,17 +233,8 @@ func (n *Node) containerdConfig() string {
 // StartContainerd starts containerd with the node's config and waits
 // until it answers.
 func (n *Node) StartContainerd(ctx context.Context) error {
-	if n.suite.OOMClamp {
-		runc := n.runcBinary()
-		if err := os.MkdirAll(filepath.Dir(runc), 0o755); err != nil {
-			return err
-		}
-		if err := copyFile(n.suite.clampBin, runc, 0o755); err != nil {
-			return err
-		}
-		if err := os.Symlink(n.suite.Tools.Runc, runc+".real"); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
+	if err := n.installRuncRig(); err != nil {
+		return err
 	}
 	cfg := filepath.Join(n.Dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(n.runtimeConfig()), 0o644); err != nil {
@@ -203,7 +242,7 @@ func (n *Node) StartContainerd(ctx context.Context) error {
 	}
 	bins := n.bins()
 	path := "PATH=" + filepath.Dir(bins.Containerd) + ":" + os.Getenv("PATH")
-	p, err := startProc("containerd", n.logPath("containerd"), n.pidDir(), []string{path}, bins.Containerd, "--config", cfg)
+	p, err := startProc("containerd", n.logPath("containerd"), n.pidDir(), []string{path}, n.inRig(bins.Containerd, "--config", cfg)...)
 	if err != nil {
 		return err
 	}

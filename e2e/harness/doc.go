@@ -34,6 +34,9 @@
 //     cdi.go, deviceplugin.go, podresources.go, doctor.go: what the
 //     scenarios read back from them (CDI specs, device-plugin
 //     registrations and health, PodResources, doctor reports).
+//   - cgroupv2.go: the cgroup v2 rig (containerd, runc and the kubelet
+//     in a mount and cgroup namespace whose /sys/fs/cgroup is cgroup2),
+//     and the bpftool check of a container's device program.
 //   - gpus.go: the fake GPUs of a node's DRM tree.
 //   - images.go: the pause and busybox images, built without a registry.
 //   - pods.go, workloads.go, probe.go: static pods and their containers,
@@ -49,8 +52,11 @@
 // # Quirks
 //
 // The harness applies a host quirk only when a probe shows the host needs
-// it. A host that refuses a negative oom_score_adj gets a runc wrapper that
-// clamps the OCI spec's process.oomScoreAdj to 0 (see cmd/runc-oom-clamp).
+// it, through one runc wrapper (cmd/runc-rig). A host that refuses a
+// negative oom_score_adj gets the OCI spec's process.oomScoreAdj clamped
+// to 0. A node on the cgroup v2 rig (NodeOptions.CgroupV2, cgroupv2.go)
+// gets the limits of the controllers its cgroup2 root does not offer left
+// out of linux.resources.
 //
 // # Signals without a GPU
 //

@@ -36,7 +36,7 @@ imageServiceEndpoint: unix://%s
 staticPodPath: %s
 podLogsDir: %s
 cgroupDriver: cgroupfs
-cgroupRoot: /%s
+cgroupRoot: %s
 failCgroupV1: false
 failSwapOn: false
 fileCheckFrequency: 2s
@@ -49,7 +49,7 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 %s`, kubeletPort, kubeletReadOnlyPort, kubeletHealthzPort, n.ContainerdSocket, n.ContainerdSocket,
-		n.ManifestDir, filepath.Join(n.Dir, "pod-logs"), n.cgroupRoot, n.opts.kubeletConfig)
+		n.ManifestDir, filepath.Join(n.Dir, "pod-logs"), n.kubeletCgroupRoot(), n.rigKubeletConfig()+n.opts.kubeletConfig)
 }
 
 // StartKubelet starts the kubelet and waits until it is healthy and
@@ -66,7 +66,7 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 		"--cert-dir=" + filepath.Join(n.KubeletRoot, "pki"),
 		"--hostname-override=" + NodeName,
 		"--v=2"}, n.opts.kubeletArgs...)
-	p, err := startProc("kubelet", n.logPath("kubelet"), n.pidDir(), nil, args...)
+	p, err := startProc("kubelet", n.logPath("kubelet"), n.pidDir(), nil, n.inRig(args...)...)
 	if err != nil {
 		return err
 	}

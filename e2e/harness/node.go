@@ -48,6 +48,12 @@ type NodeOptions struct {
 	// SpecDirSize puts the CDI dir on a tmpfs of this size ("64k"), so a
 	// scenario can fill it (specdir.go); "" keeps it a plain directory.
 	SpecDirSize string
+	// CgroupV2 runs containerd, runc and the kubelet on a cgroup v2
+	// hierarchy, in a private mount and cgroup namespace of their own
+	// (the v2 rig, cgroupv2.go), so that runc enforces each container's
+	// device rules with an eBPF program instead of the v1 devices
+	// controller. dri-cdi's own processes stay on the host.
+	CgroupV2 bool
 
 	// Set by Suite.StartCluster (cluster.go) for a node that registers
 	// with an API server: prepare runs before containerd starts,
@@ -91,6 +97,7 @@ type Node struct {
 
 	closeOnce  sync.Once
 	closeErr   error
+	rig        *cgroupV2Rig
 	containerd *Process
 	kubelet    *Process
 	agent      *Process
@@ -194,6 +201,11 @@ func (s *Suite) StartNode(ctx context.Context, log Logger, opts NodeOptions) (n 
 			return n, err
 		}
 	}
+	if opts.CgroupV2 {
+		if err := n.startRig(ctx); err != nil {
+			return n, err
+		}
+	}
 	if err := startInOrder(ctx, n.StartContainerd, n.importImages, n.StartKubelet); err != nil {
 		return n, err
 	}
@@ -258,6 +270,7 @@ func (n *Node) teardown() error {
 	step("stopping dri-cdi-nri", func() { n.nri.Stop(syscall.SIGTERM, 10*time.Second) })
 	step("stopping the kubelet", func() { n.kubelet.Stop(syscall.SIGTERM, 20*time.Second) })
 	step("stopping containerd", func() { n.containerd.Stop(syscall.SIGTERM, 20*time.Second) })
+	step("stopping the cgroup v2 rig", n.stopRig)
 	step("cleaning up", func() {
 		if err := cleanupState(n.state); err != nil {
 			errs = append(errs, err)

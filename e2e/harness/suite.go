@@ -26,15 +26,18 @@ type Suite struct {
 	// WorkDir holds one directory per node.
 	WorkDir string
 	// OOMClamp is true when the host refuses a negative oom_score_adj and
-	// runc runs behind the clamp wrapper.
+	// runc runs behind the runc-rig wrapper, which clamps it.
 	OOMClamp bool
 
 	log      Logger
 	lock     *Lock
 	e2eRoot  string
 	assetDir string
-	clampBin string
-	images   []image
+	// rigBin is the runc-rig wrapper, built on first use (rigWrapper).
+	rigBin  string
+	rigErr  error
+	rigOnce sync.Once
+	images  []image
 
 	mu        sync.Mutex
 	nodes     map[*Node]bool
@@ -98,9 +101,8 @@ func NewSuite(ctx context.Context, log Logger) (s *Suite, err error) {
 	}
 	s.OOMClamp = !negativeOOMScoreAdjAllowed()
 	if s.OOMClamp {
-		log.Logf("host refuses a negative oom_score_adj: runc runs behind the oom_score_adj clamp")
-		s.clampBin = filepath.Join(s.assetDir, "runc-oom-clamp")
-		if err := goBuild(s.e2eRoot, "./cmd/runc-oom-clamp", s.clampBin, false); err != nil {
+		log.Logf("host refuses a negative oom_score_adj: runc runs behind runc-rig, which clamps it")
+		if _, err := s.rigWrapper(); err != nil {
 			return nil, err
 		}
 	}
@@ -110,6 +112,17 @@ func NewSuite(ctx context.Context, log Logger) (s *Suite, err error) {
 	}
 	log.Logf("suite ready in %s: images built, host probed", time.Since(start).Round(100*time.Millisecond))
 	return s, nil
+}
+
+// rigWrapper builds the runc-rig wrapper (e2e/cmd/runc-rig) once and
+// returns its path. A node puts it before runc only when the host needs
+// an adaptation (OOMClamp, or a cgroup v2 rig without some controllers).
+func (s *Suite) rigWrapper() (string, error) {
+	s.rigOnce.Do(func() {
+		s.rigBin = filepath.Join(s.assetDir, "runc-rig")
+		s.rigErr = goBuild(s.e2eRoot, "./cmd/runc-rig", s.rigBin, false)
+	})
+	return s.rigBin, s.rigErr
 }
 
 // negativeOOMScoreAdjAllowed probes in a child process whether this host

@@ -31,14 +31,14 @@ type heldCard struct {
 	out string
 }
 
-// holdOneOfTwo starts a node with two Intel cards (cdi-cri, NRI on) and a
-// restartPolicy Always pod "holder" that requests one GPU and probes
-// renumberPaths.
-func holdOneOfTwo(t *testing.T, name string) heldCard {
+// holdOneOfTwo starts a node with two Intel cards (cdi-cri, NRI on; on
+// the cgroup v2 rig when cgroupV2) and a restartPolicy Always pod
+// "holder" that requests one GPU and probes renumberPaths.
+func holdOneOfTwo(t *testing.T, name string, cgroupV2 bool) heldCard {
 	t.Helper()
 	ctx := context.Background()
 	cards := []drmtest.GPU{harness.IntelGPU(0), harness.IntelGPU(1)}
-	h := heldCard{node: startNode(t, harness.NodeOptions{Name: name, GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true})}
+	h := heldCard{node: startNode(t, harness.NodeOptions{Name: name, GPUs: cards, Delivery: harness.DeliveryCDICRI, NRI: true, CgroupV2: cgroupV2})}
 	_, err := h.node.WaitAllocatable(ctx, resource, 2, 90*time.Second)
 	require.NoError(t, err)
 	h.holder = harness.PodSpec{Name: "holder", RestartPolicy: "Always", Resources: map[string]int64{resource: 1},
@@ -73,13 +73,24 @@ func holdOneOfTwo(t *testing.T, name string) heldCard {
 // numbers it turns Healthy, and the held pod's container starts with X's
 // nodes.
 func TestRenumberAfterUnbind(t *testing.T) {
+	renumberAfterUnbind(t, "renumber", false, nil)
+}
+
+// renumberAfterUnbind is TestRenumberAfterUnbind on a node named name, on
+// the cgroup v2 rig when cgroupV2. reached, when set, is also called for
+// each container that reached its card (ENXIO).
+func renumberAfterUnbind(t *testing.T, name string, cgroupV2 bool, reached func(t *testing.T, n *harness.Node, containerID string)) {
 	ctx := context.Background()
-	h := holdOneOfTwo(t, "renumber")
+	if reached == nil {
+		reached = func(*testing.T, *harness.Node, string) {}
+	}
+	h := holdOneOfTwo(t, name, cgroupV2)
 	n, holder, x, y, out := h.node, h.holder, h.x, h.y, h.out
 	res := parseProbes(t, out, renumberPaths...)
 	require.Equal(t, harness.ENXIO, res[harness.RenderPath(x)].Errno, "holder must reach X %s first", x.ID())
 	first, err := n.PodContainer(ctx, holder.Name)
 	require.NoError(t, err)
+	reached(t, n, first.ID)
 	t.Logf("holder holds X=%s (card%d, renderD%d); Y=%s (card%d, renderD%d)", x.ID(), x.Card, x.Render, y.ID(), y.Card, y.Render)
 
 	// 2. X unbinds: Unhealthy, and its spec holds no device node.
@@ -114,6 +125,9 @@ func TestRenumberAfterUnbind(t *testing.T) {
 	require.Equal(t, y.ID(), got.ID(), "only Y is healthy")
 	require.Equal(t, harness.ENXIO, res2[harness.RenderPath(yNow)].Errno, "second pod must reach Y at %s", harness.RenderPath(yNow))
 	requireSpecHasCard(t, n, second.Name, yNow)
+	secondCtr, err := n.PodContainer(ctx, second.Name)
+	require.NoError(t, err)
+	reached(t, n, secondCtr.ID)
 	// The holder still did not get Y's node in the meantime.
 	requireNoContainerHolds(t, n, holder.Name, first.ID, x.Render)
 
@@ -122,14 +136,14 @@ func TestRenumberAfterUnbind(t *testing.T) {
 	xNow := x.WithNodes(y.Card, y.Render)
 	require.NoError(t, n.Tree.RebindAs(x.ID(), xNow.Card, xNow.Render))
 	require.NoError(t, n.WaitDeviceHealth(ctx, resource, x.ID(), pluginapi.Healthy, 60*time.Second))
-	var outAgain string
+	var outAgain, againID string
 	err = waitFor(ctx, 180*time.Second, func() bool {
 		c, err := n.PodContainer(ctx, holder.Name)
 		if err != nil || c.ID == first.ID {
 			return false
 		}
 		o, err := n.Logs(ctx, c.ID)
-		outAgain = o
+		outAgain, againID = o, c.ID
 		return err == nil && strings.Contains(o, harness.ProbeDone)
 	})
 	require.NoError(t, err, "the holder's container must start once X is back")
@@ -139,6 +153,7 @@ func TestRenumberAfterUnbind(t *testing.T) {
 	o := again[harness.RenderPath(yNow)]
 	require.NotContains(t, []string{harness.ENXIO, harness.Opened}, o.Errno, "holder must not reach Y's %s: %s", o.Path, o.Message)
 	requireSpecHasCard(t, n, holder.Name, xNow)
+	reached(t, n, againID)
 }
 
 // mismatchMsg is part of dri-cdi-nri's error for a node that is not, on
@@ -159,7 +174,7 @@ const mismatchMsg = "device node does not match the host"
 //     card-unavailable error.
 func TestRenumberWhileAgentDown(t *testing.T) {
 	ctx := context.Background()
-	h := holdOneOfTwo(t, "renumber-agent-down")
+	h := holdOneOfTwo(t, "renumber-agent-down", false)
 	n, holder, x, y := h.node, h.holder, h.x, h.y
 	first, err := n.PodContainer(ctx, holder.Name)
 	require.NoError(t, err)

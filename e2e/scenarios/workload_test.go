@@ -56,57 +56,9 @@ func TestWorkloads(t *testing.T) {
 				Delivery: wn.delivery, NRI: true, HideCDIFromRuntime: wn.hideCDI, Containerd: wn.containerd,
 			})
 			render := harness.RenderPath(cards[0])
-			var st unix.Stat_t
-			require.NoError(t, unix.Stat(filepath.Join(n.DevRoot, "dri", filepath.Base(render)), &st))
-			hostGID := st.Gid
-			require.NotZero(t, hostGID, "the fake render node must have a group, as render on a real host")
-			hostMode := fmt.Sprintf("%o", st.Mode&0o777)
 
-			t.Run("root-start-then-drop", func(t *testing.T) {
-				pod := harness.WorkloadPod{Name: "plex", Containers: []harness.WorkloadContainer{{
-					Name: "pms", Script: harness.RootStartThenDrop(render), Resources: map[string]int64{resource: 1},
-				}}}
-				createWorkload(t, n, pod)
-				out, err := n.WaitContainerOutput(ctx, pod.Name, "pms", harness.ProbeDone, 120*time.Second)
-				require.NoError(t, err)
-				t.Logf("pod %s output:\n%s", pod.Name, out)
-
-				node := field(t, out, "NODE")
-				require.Equal(t, fmt.Sprintf("0:%d %s", hostGID, hostMode), node,
-					"a root-started container sees the host node's group and mode")
-				require.Equal(t, "1000", field(t, out, "UID"))
-				groups := strings.Fields(field(t, out, "GROUPS"))
-				require.Contains(t, groups, strconv.Itoa(int(hostGID)), "the dropped user is in the node's group")
-				require.NotContains(t, groups, "0", "gid 0 must never be handed to the workload")
-				r, err := harness.ParseProbe(out, render)
-				require.NoError(t, err)
-				require.Equal(t, harness.ENXIO, r.Errno, "uid 1000 after su: open %s: %s", render, r.Message)
-			})
-
-			t.Run("init container", func(t *testing.T) {
-				gpu := map[string]int64{resource: 1}
-				pod := harness.WorkloadPod{
-					Name: "withinit",
-					InitContainers: []harness.WorkloadContainer{{
-						Name: "init", Resources: gpu, Script: harness.ProbeScript(render) + "; echo " + harness.ProbeDone,
-					}},
-					Containers: []harness.WorkloadContainer{{
-						Name: "app", Resources: gpu, Script: harness.ProbeAndWait(render),
-					}},
-				}
-				createWorkload(t, n, pod)
-				for _, c := range []string{"init", "app"} {
-					out, err := n.WaitContainerOutput(ctx, pod.Name, c, harness.ProbeDone, 120*time.Second)
-					require.NoError(t, err)
-					t.Logf("container %s output:\n%s", c, out)
-					r, err := harness.ParseProbe(out, render)
-					require.NoError(t, err)
-					require.Equal(t, harness.ENXIO, r.Errno, "%s: open %s: %s", c, render, r.Message)
-				}
-				st, err := n.WaitPod(ctx, pod.Name, 60*time.Second, func(s harness.PodStatus) bool { return s.Phase == "Running" })
-				require.NoError(t, err, "the pod must go on to run its app container")
-				t.Logf("pod %s: %s", pod.Name, st.Describe())
-			})
+			t.Run("root-start-then-drop", func(t *testing.T) { rootStartThenDrop(t, n, render) })
+			t.Run("init container", func(t *testing.T) { initContainerSharesTheGPU(t, n, render, nil) })
 
 			t.Run("sidecar", func(t *testing.T) {
 				pod := harness.WorkloadPod{
@@ -128,6 +80,82 @@ func TestWorkloads(t *testing.T) {
 			})
 		})
 	}
+}
+
+// rootStartThenDrop runs the root-start-then-drop pod on n's one GPU:
+// the node shows the host's group and mode, the user ends up in that
+// group and never in gid 0, and its open reaches the driver (ENXIO). It
+// returns the container's ID.
+func rootStartThenDrop(t *testing.T, n *harness.Node, render string) string {
+	t.Helper()
+	ctx := context.Background()
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(n.DevRoot, "dri", filepath.Base(render)), &st))
+	hostGID := st.Gid
+	require.NotZero(t, hostGID, "the fake render node must have a group, as render on a real host")
+	hostMode := fmt.Sprintf("%o", st.Mode&0o777)
+	pod := harness.WorkloadPod{Name: "plex", Containers: []harness.WorkloadContainer{{
+		Name: "pms", Script: harness.RootStartThenDrop(render), Resources: map[string]int64{resource: 1},
+	}}}
+	createWorkload(t, n, pod)
+	out, err := n.WaitContainerOutput(ctx, pod.Name, "pms", harness.ProbeDone, 120*time.Second)
+	require.NoError(t, err)
+	t.Logf("pod %s output:\n%s", pod.Name, out)
+
+	node := field(t, out, "NODE")
+	require.Equal(t, fmt.Sprintf("0:%d %s", hostGID, hostMode), node,
+		"a root-started container sees the host node's group and mode")
+	require.Equal(t, "1000", field(t, out, "UID"))
+	groups := strings.Fields(field(t, out, "GROUPS"))
+	require.Contains(t, groups, strconv.Itoa(int(hostGID)), "the dropped user is in the node's group")
+	require.NotContains(t, groups, "0", "gid 0 must never be handed to the workload")
+	r, err := harness.ParseProbe(out, render)
+	require.NoError(t, err)
+	require.Equal(t, harness.ENXIO, r.Errno, "uid 1000 after su: open %s: %s", render, r.Message)
+	c, err := n.NamedContainer(ctx, pod.Name, "pms")
+	require.NoError(t, err)
+	return c.ID
+}
+
+// initContainerSharesTheGPU runs a pod whose regular init container and
+// app container each request n's one GPU (the kubelet reuses the
+// device): both open it and the pod goes on to run. check, when set, is
+// called with each container's ID once it opened the GPU, init first,
+// while the container still runs (the init container waits 5 s for it).
+func initContainerSharesTheGPU(t *testing.T, n *harness.Node, render string, check func(t *testing.T, n *harness.Node, containerID string)) {
+	t.Helper()
+	ctx := context.Background()
+	gpu := map[string]int64{resource: 1}
+	initScript := harness.ProbeScript(render) + "; echo " + harness.ProbeDone
+	if check != nil {
+		initScript += "; sleep 5"
+	}
+	pod := harness.WorkloadPod{
+		Name: "withinit",
+		InitContainers: []harness.WorkloadContainer{{
+			Name: "init", Resources: gpu, Script: initScript,
+		}},
+		Containers: []harness.WorkloadContainer{{
+			Name: "app", Resources: gpu, Script: harness.ProbeAndWait(render),
+		}},
+	}
+	createWorkload(t, n, pod)
+	for _, c := range []string{"init", "app"} {
+		out, err := n.WaitContainerOutput(ctx, pod.Name, c, harness.ProbeDone, 120*time.Second)
+		require.NoError(t, err)
+		t.Logf("container %s output:\n%s", c, out)
+		r, err := harness.ParseProbe(out, render)
+		require.NoError(t, err)
+		require.Equal(t, harness.ENXIO, r.Errno, "%s: open %s: %s", c, render, r.Message)
+		if check != nil {
+			ctr, err := n.NamedContainer(ctx, pod.Name, c)
+			require.NoError(t, err)
+			check(t, n, ctr.ID)
+		}
+	}
+	st, err := n.WaitPod(ctx, pod.Name, 60*time.Second, func(s harness.PodStatus) bool { return s.Phase == "Running" })
+	require.NoError(t, err, "the pod must go on to run its app container")
+	t.Logf("pod %s: %s", pod.Name, st.Describe())
 }
 
 // createWorkload creates the pod and deletes it when the subtest ends,

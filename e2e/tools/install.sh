@@ -26,7 +26,10 @@ KUSTOMIZE_VERSION=${KUSTOMIZE_VERSION:-v5.8.2}
 # kustomize v5.8.2 is the release of sigs.k8s.io/kustomize/api v0.21.2, which
 # deployments/test renders with; v5.8.3 needs Go 1.27.
 CACHE=${DRI_CDI_E2E_CACHE:-/var/cache/dri-cdi-e2e}
-APT_PACKAGES=(libseccomp-dev pkg-config busybox-static gcc libc6-dev)
+# bpftool lists the eBPF device programs runc attaches on cgroup v2 (the
+# cgroup v2 scenarios); util-linux and mount give the v2 rig its
+# namespaces (unshare, nsenter) and its cgroup2 mount.
+APT_PACKAGES=(libseccomp-dev pkg-config busybox-static gcc libc6-dev bpftool util-linux mount)
 
 here=$(cd "$(dirname "$0")" && pwd)
 log() { printf '%s install: %s\n' "$(date +%T)" "$*" >&2; }

@@ -13,7 +13,12 @@
 //     and whether this k3s embeds containerd 2.x;
 //   - the kubelet: its device plugin directory and kubelet.sock, and the
 //     PodResources socket;
-//   - the cgroup version;
+//   - the cgroup version and what enforces a container's device access:
+//     the v1 devices controller, or on v2 an eBPF program attached to the
+//     container's cgroup; on v2 also the dmem controller (device memory
+//     limits, Linux 6.14+) and its regions. Inside a private cgroup
+//     namespace, where /sys/fs/cgroup shows a sub-tree, the root-only
+//     dmem.capacity cannot be seen, and doctor says so;
 //   - the DRM cards and their device nodes (pkg/drm discovery);
 //   - the CDI specs of our kind: valid for the CDI library, and matching
 //     the cards and device nodes of this node;

@@ -40,24 +40,6 @@ func (d *doctor) checkKubelet() {
 	}
 }
 
-// checkCgroup reports the cgroup layout from <sysfs>/fs/cgroup.
-func (d *doctor) checkCgroup() {
-	root := filepath.Join(d.opts.SysfsRoot, "fs", "cgroup")
-	exists := func(p string) bool { _, err := os.Stat(d.host(filepath.Join(root, p))); return err == nil }
-	switch {
-	case exists("cgroup.controllers"):
-		d.add("cgroup", OK, "cgroup v2 (unified): device access is enforced by eBPF programs the runtime attaches", "")
-	case exists("unified/cgroup.controllers") && exists("devices"):
-		d.add("cgroup", Warn, "cgroup v1 hybrid: the v1 devices controller enforces device access",
-			"kubelet 1.35 and later refuse cgroup v1 unless failCgroupV1: false is set in the KubeletConfiguration; move the node to cgroup v2")
-	case exists("devices"):
-		d.add("cgroup", Warn, "cgroup v1: the devices controller enforces device access",
-			"kubelet 1.35 and later refuse cgroup v1 unless failCgroupV1: false is set in the KubeletConfiguration; move the node to cgroup v2")
-	default:
-		d.add("cgroup", Warn, fmt.Sprintf("cannot tell the cgroup version from %s", root), "check that cgroupfs is mounted at /sys/fs/cgroup")
-	}
-}
-
 // checkDevices runs discovery and reports the cards and what was skipped.
 func (d *doctor) checkDevices() []drm.Card {
 	inv, err := drm.Discover(drm.Roots{Sysfs: d.host(d.opts.SysfsRoot), Dev: d.host(d.opts.DevRoot)})

@@ -46,9 +46,27 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	// The command people run to check a GPU in a container.
 	script := fmt.Sprintf("exec 3<>%s && echo opened %s", render, render)
 
+	v2, err := cgroupV2FromEnv()
+	if err != nil {
+		return err
+	}
+	hierarchy := "cgroup v1 (this machine's hierarchy): the devices controller enforces each container's device access"
+	if harness.HostCgroupUnified() {
+		hierarchy = "cgroup v2 (this machine's hierarchy): runc attaches an eBPF program (cgroup_device) to each container's cgroup"
+	}
+	if v2 || harness.HostCgroupUnified() {
+		// The container must outlive the open (a failed exec redirection
+		// ends the shell, hence the subshell), so that its cgroup and its
+		// device program are still there for bpftool.
+		script = "(" + script + "); exec sleep 3600"
+	}
+	if v2 {
+		hierarchy = "cgroup v2: runc attaches an eBPF program (cgroup_device) to each container's cgroup; containerd, runc and the kubelet run in a private mount and cgroup namespace whose /sys/fs/cgroup is the kernel's cgroup2 tree"
+	}
 	say.say("dri-cdi demo: a real kubelet, containerd and runc on this machine, with a fake GPU.")
 	say.say("")
 	say.say("[1/5] Setting up a node on private paths")
+	say.say("      every step runs on %s", hierarchy)
 	if harness.LockBusy(harness.LockPath) {
 		say.say("      another e2e run holds %s; waiting for it to finish", harness.LockPath)
 	}
@@ -73,6 +91,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 		GPUs:     []drmtest.GPU{gpu},
 		Delivery: harness.DeliveryCDICRI,
 		NRI:      true,
+		CgroupV2: v2,
 	})
 	if err != nil {
 		return err
@@ -90,6 +109,9 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	}
 	say.say("      EPERM: the container's device cgroup denies every device the runtime was not")
 	say.say("      asked for. A hostPath is only a mount; it grants nothing.")
+	if err := showFilter(ctx, say, node, bug.Name); err != nil {
+		return err
+	}
 
 	say.say("")
 	say.say("[3/5] The fix: dri-cdi advertises the GPU as %s; the pod requests one", resource)
@@ -126,6 +148,9 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	}
 	say.say("      container spec, linux.devices: %s", strings.Join(devs, ", "))
 	say.say("      container spec, device cgroup allows: %s", strings.Join(slices.Sorted(maps.Keys(rules)), ", "))
+	if err := showFilter(ctx, say, node, fix.Name); err != nil {
+		return err
+	}
 	say.say("      ENXIO: the device cgroup ALLOWED the open and the kernel looked for a driver for")
 	say.say("      226:%d. This machine has none, so ENXIO is the success signal here; on a node with", gpu.Render)
 	say.say("      a real GPU the same open succeeds.")
@@ -137,6 +162,56 @@ func run(ctx context.Context, w io.Writer) (err error) {
 		return err
 	}
 	return showDrop(ctx, say, node, render)
+}
+
+// cgroupV2FromEnv reads DRI_CDI_DEMO_CGROUP (make demo DEMO_CGROUP=v2):
+// "v2" runs the demo on the cgroup v2 rig, "" or "v1" on the host's
+// hierarchy.
+func cgroupV2FromEnv() (bool, error) {
+	switch v := os.Getenv("DRI_CDI_DEMO_CGROUP"); v {
+	case "", "v1":
+		return false, nil
+	case "v2":
+		return true, nil
+	default:
+		return false, fmt.Errorf("DRI_CDI_DEMO_CGROUP=%q: want v1 or v2", v)
+	}
+}
+
+// showFilter prints, on cgroup v2 (the rig, or a unified host), the eBPF
+// device program that enforces the pod's container: bpftool must list
+// one.
+func showFilter(ctx context.Context, say narrator, node *harness.Node, pod string) error {
+	if !node.CgroupV2() && !harness.HostCgroupUnified() {
+		return nil
+	}
+	c, err := node.PodContainer(ctx, pod)
+	if err != nil {
+		return err
+	}
+	f, err := node.ContainerDeviceFilter(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	if len(f.Programs) == 0 {
+		return fmt.Errorf("pod %s: bpftool lists no %s program on %s", pod, harness.AttachCgroupDevice, f.Cgroup)
+	}
+	var drm []string
+	for _, mm := range f.AllowedChar {
+		if strings.HasPrefix(mm, "226:") {
+			drm = append(drm, "c "+mm)
+		}
+	}
+	allows := "allows no DRM device (c 226:N)"
+	if len(drm) > 0 {
+		allows = "allows " + strings.Join(drm, ", ")
+	}
+	say.say("      bpftool cgroup show %s:", f.Cgroup)
+	for _, p := range f.Programs {
+		say.say("        program %d, %s: the cgroup v2 device filter runc built from this spec", p.ID, p.AttachType)
+	}
+	say.say("        (bpftool prog dump xlated: it %s)", allows)
+	return nil
 }
 
 // showDrop runs the root-start-then-drop pod and prints what it saw: the
