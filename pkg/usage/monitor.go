@@ -70,6 +70,7 @@ type Monitor struct {
 	cardsTried time.Time
 	series     map[seriesKey]*series
 	last       atomic.Pointer[Snapshot]
+	failures   atomic.Int64
 }
 
 // NewMonitor returns a Monitor; it reads nothing until Scan.
@@ -177,6 +178,7 @@ func (m *Monitor) Scan() (*Snapshot, error) {
 	start := m.now()
 	res, err := m.reader.Scan()
 	if err != nil {
+		m.failures.Add(1)
 		return nil, fmt.Errorf("scan proc root: %w", err)
 	}
 	now := m.now()
