@@ -18,6 +18,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+	"github.com/dri-cdi/dri-cdi/pkg/usage"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
 
@@ -67,6 +68,8 @@ type Options struct {
 	Debounce, MaxDelay time.Duration
 	// Version is reported by the build_info metric.
 	Version string
+	// Usage configures the per-container GPU usage scans (off by default).
+	Usage usage.Config
 	// Log receives the agent's logs.
 	Log *logrus.Entry
 
@@ -134,6 +137,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.ResyncInterval <= 0 {
 		return fmt.Errorf("invalid resync interval %v: must be > 0", o.ResyncInterval)
+	}
+	if err := o.Usage.Validate(); err != nil {
+		return err
 	}
 	for name, dir := range map[string]string{"sysfs root": o.Roots.Sysfs, "dev root": o.Roots.Dev, "CDI dir": o.CDIDir, "kubelet dir": o.KubeletDir} {
 		if dir == "" {
@@ -237,6 +243,7 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 			}
 		}()
 	}
+	a.startUsage(ctx, &wg)
 
 	// Watch before the first discovery, so that no change between the
 	// two goes unseen.
