@@ -309,6 +309,10 @@ func TestMonitorUnnamedAndUnreadable(t *testing.T) {
 	// a process whose fd list cannot be read.
 	require.NoError(t, os.MkdirAll(filepath.Join(r.proc.Root, "12"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(r.proc.Root, "12", "fd"), nil, 0o644))
+	// a process whose fd links cannot be read (EACCES without
+	// CAP_SYS_PTRACE; here a file that is no link).
+	require.NoError(t, r.proc.AddProcess(13, "secret", usagetest.CgroupHost))
+	require.NoError(t, os.WriteFile(filepath.Join(r.proc.Root, "13", "fd", "7"), nil, 0o644))
 	// entries that are not processes.
 	require.NoError(t, os.MkdirAll(filepath.Join(r.proc.Root, "self"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(r.proc.Root, "uptime"), nil, 0o644))
@@ -317,8 +321,8 @@ func TestMonitorUnnamedAndUnreadable(t *testing.T) {
 	require.NotNil(t, u)
 	require.False(t, u.Named)
 	require.Equal(t, podA, u.Pod)
-	require.Equal(t, 2, s.Stats.Processes)
-	require.Equal(t, 1, s.Stats.Unreadable)
+	require.Equal(t, 3, s.Stats.Processes)
+	require.Equal(t, 2, s.Stats.Unreadable)
 	require.Equal(t, 1, s.Stats.Malformed)
 	require.Equal(t, 1, s.Stats.Scans)
 }

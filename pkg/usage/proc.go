@@ -128,9 +128,19 @@ func (r *Reader) process(res *ScanResult, pid int) {
 			continue
 		}
 		link := filepath.Join(fdDir, name)
+		target, err := os.Readlink(link)
+		if err != nil {
+			if gone(err) {
+				continue // this fd was closed since the listing
+			}
+			// Without ptrace read access (CAP_SYS_PTRACE) the fd list
+			// is readable but no link is: the process is unreadable.
+			res.unreadable(err)
+			return
+		}
 		// Sockets, pipes and anon inodes ("socket:[123]") are most of a
 		// busy process's fds; only a path can be a device node.
-		if target, err := os.Readlink(link); err != nil || !strings.HasPrefix(target, "/") {
+		if !strings.HasPrefix(target, "/") {
 			continue
 		}
 		major, minor, ok := r.devOf(link)
