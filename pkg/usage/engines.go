@@ -40,6 +40,8 @@ var engineClasses = map[string]map[string]string{
 	// etnaviv: per pipe, named after its features; a 2D-only core is a
 	// blitter.
 	"etnaviv": {"3D": ClassRender, "2D/3D": ClassRender, "2D": ClassCopy},
+	// amdxdna (accel): one NPU engine (amdxdna_show_fdinfo).
+	"amdxdna_accel_driver": {"npu-amdxdna": ClassCompute},
 }
 
 // genericClasses names engines of drivers the table does not know, and

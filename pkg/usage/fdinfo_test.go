@@ -193,6 +193,7 @@ func TestClassOf(t *testing.T) {
 		{"etnaviv", "3D", usage.ClassRender},
 		{"etnaviv", "2D/3D", usage.ClassRender},
 		{"etnaviv", "2D", usage.ClassCopy},
+		{"amdxdna_accel_driver", "npu-amdxdna", usage.ClassCompute},
 		{"newdrv", "compute", usage.ClassCompute},
 		{"newdrv", "video", usage.ClassVideo},
 		{"newdrv", "npu", usage.ClassOther},
