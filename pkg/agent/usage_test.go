@@ -39,7 +39,7 @@ func TestAgentServesUsage(t *testing.T) {
 		Roots: tree.Roots(), KubeletDir: k.Dir(), Log: testEntry(t),
 		Usage: usage.Config{Enabled: true, Interval: 20 * time.Millisecond, ProcRoot: proc.Root, BundleDir: t.TempDir(), IdleAfter: time.Hour},
 	})
-	want := `dri_cdi_usage_engine_busy_seconds_total{card="` + igpu.ID() + `",container="",driver="i915",engine="video",namespace="",pod=""} 2`
+	want := `dri_cdi_usage_engine_busy_seconds_total{card="` + igpu.ID() + `",container="(host)",driver="i915",engine="video",namespace="(host)",pod="(host)"} 2`
 	require.Eventually(t, func() bool {
 		_, body := metricstest.Get(t, r.metrics+"/metrics")
 		return strings.Contains(body, want)

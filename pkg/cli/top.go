@@ -116,7 +116,7 @@ func writeTop(w io.Writer, s *usage.Snapshot) error {
 		for _, u := range c.Users {
 			ns, pod, ctr := u.Namespace, u.Pod, u.Container
 			if u.Host {
-				ns, pod, ctr = "(host)", "-", "-"
+				pod, ctr = "-", "-"
 			}
 			row := []string{orDash(ns), orDash(pod), orDash(ctr), fmt.Sprint(u.Clients)}
 			for _, class := range usage.Classes {

@@ -39,16 +39,16 @@ dri_cdi_usage_scan_errors_total 0
 	want := `
 # HELP dri_cdi_usage_engine_busy_seconds_total Busy time of the card's engines of one class for the container's DRM clients, exited clients included (engines of capacity N count 1/N).
 # TYPE dri_cdi_usage_engine_busy_seconds_total counter
-dri_cdi_usage_engine_busy_seconds_total{card="0000:00:02.0",container="",driver="i915",engine="render",namespace="",pod=""} 0.5
+dri_cdi_usage_engine_busy_seconds_total{card="0000:00:02.0",container="(host)",driver="i915",engine="render",namespace="(host)",pod="(host)"} 0.5
 dri_cdi_usage_engine_busy_seconds_total{card="0000:00:02.0",container="jellyfin",driver="i915",engine="render",namespace="media",pod="jellyfin-0"} 0
 dri_cdi_usage_engine_busy_seconds_total{card="0000:00:02.0",container="jellyfin",driver="i915",engine="video",namespace="media",pod="jellyfin-0"} 3
 # HELP dri_cdi_usage_clients Open DRM clients (distinct DRM files) of the container on the card.
 # TYPE dri_cdi_usage_clients gauge
-dri_cdi_usage_clients{card="0000:00:02.0",container="",driver="i915",namespace="",pod=""} 1
+dri_cdi_usage_clients{card="0000:00:02.0",container="(host)",driver="i915",namespace="(host)",pod="(host)"} 1
 dri_cdi_usage_clients{card="0000:00:02.0",container="jellyfin",driver="i915",namespace="media",pod="jellyfin-0"} 1
 # HELP dri_cdi_usage_idle 1 while the container holds an open client of the card and has used none of its engines for --usage-idle-after, else 0.
 # TYPE dri_cdi_usage_idle gauge
-dri_cdi_usage_idle{card="0000:00:02.0",container="",driver="i915",namespace="",pod=""} 1
+dri_cdi_usage_idle{card="0000:00:02.0",container="(host)",driver="i915",namespace="(host)",pod="(host)"} 1
 dri_cdi_usage_idle{card="0000:00:02.0",container="jellyfin",driver="i915",namespace="media",pod="jellyfin-0"} 1
 # HELP dri_cdi_usage_memory_bytes Memory of the container's open DRM clients on the card, per region and kind (total, shared, resident, purgeable, active).
 # TYPE dri_cdi_usage_memory_bytes gauge

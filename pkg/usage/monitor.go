@@ -419,13 +419,13 @@ func (m *Monitor) snapshot(now time.Time) *Snapshot {
 }
 
 func (m *Monitor) containerUsage(s *series, now time.Time, interval time.Duration) ContainerUsage {
-	u := ContainerUsage{Owner: s.owner, Host: s.owner.Host()}
+	u := ContainerUsage{Owner: s.owner, Host: s.owner.Host(), Names: Names{Namespace: HostLabel, Pod: HostLabel, Container: HostLabel}}
 	if !u.Host {
 		if m.namer != nil {
 			u.Names, u.Named = m.namer.Name(s.owner)
 		}
 		if !u.Named {
-			u.Names = Names{Pod: s.owner.PodUID, Container: s.owner.ContainerID}
+			u.Names = Names{Namespace: UnknownLabel, Pod: s.owner.PodUID, Container: s.owner.ContainerID}
 		}
 	}
 	busy := maps2(s.base)

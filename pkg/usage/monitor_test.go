@@ -146,12 +146,13 @@ func TestMonitorAttribution(t *testing.T) {
 	require.Contains(t, jf.Memory, usage.MemoryUsage{Region: "system0", Kind: "resident", Bytes: 1 << 20})
 	require.Len(t, s.Cards[0].Users, 1, "the pod without a GPU shows nothing")
 
-	host := user(s, "0000:03:00.0", "")
+	host := user(s, "0000:03:00.0", usage.HostLabel)
 	require.NotNil(t, host)
 	require.True(t, host.Host)
+	require.Equal(t, usage.Names{Namespace: usage.HostLabel, Pod: usage.HostLabel, Container: usage.HostLabel}, host.Names)
 	require.Equal(t, "xe", s.Cards[1].Driver)
 	require.Equal(t, "intel_vpu", s.Cards[2].Driver)
-	require.InDelta(t, 5e-9, engine(user(s, "accel:261:0", ""), usage.ClassCompute).BusySeconds, 1e-15)
+	require.InDelta(t, 5e-9, engine(user(s, "accel:261:0", usage.HostLabel), usage.ClassCompute).BusySeconds, 1e-15)
 }
 
 func TestMonitorExitedClientsKeepTheirTime(t *testing.T) {
@@ -244,7 +245,7 @@ func TestMonitorMaxFreqIsNotBusy(t *testing.T) {
 		Engines: map[string]uint64{"gpu": 2e9}, Cycles: map[string]uint64{"gpu": 600e6}, MaxFreqHz: map[string]uint64{"gpu": 600e6}}.String()))
 	s := r.scan(0)
 	require.Equal(t, "226:130", s.Cards[0].ID, "a device discovery does not list is named by its numbers")
-	e := engine(user(s, "226:130", ""), usage.ClassRender)
+	e := engine(user(s, "226:130", usage.HostLabel), usage.ClassRender)
 	require.InDelta(t, 2.0, e.BusySeconds, 1e-9)
 	require.InDelta(t, 1.0, e.MaxFreqSeconds, 1e-9)
 	require.True(t, e.HasBusy)
@@ -320,7 +321,7 @@ func TestMonitorUnnamedAndUnreadable(t *testing.T) {
 	u := user(s, "0000:00:02.0", ctrA)
 	require.NotNil(t, u)
 	require.False(t, u.Named)
-	require.Equal(t, podA, u.Pod)
+	require.Equal(t, usage.Names{Namespace: usage.UnknownLabel, Pod: podA, Container: ctrA}, u.Names)
 	require.Equal(t, 3, s.Stats.Processes)
 	require.Equal(t, 2, s.Stats.Unreadable)
 	require.Equal(t, 1, s.Stats.Malformed)

@@ -40,6 +40,19 @@ type CardUsage struct {
 	Users  []ContainerUsage `json:"users"`
 }
 
+// Names of rows that are no named container. Neither is a valid
+// Kubernetes name, so neither can be mistaken for one; and neither is
+// empty, which Prometheus would treat as a missing label and fill with the
+// scrape target's own namespace and pod.
+const (
+	// HostLabel is the namespace, pod and container of processes
+	// outside any pod.
+	HostLabel = "(host)"
+	// UnknownLabel is the namespace of a container whose names could not
+	// be read; its pod is the pod UID and its container the container ID.
+	UnknownLabel = "(unknown)"
+)
+
 // ContainerUsage is one container's (or the host's) use of one card.
 type ContainerUsage struct {
 	Names
@@ -47,7 +60,8 @@ type ContainerUsage struct {
 	// Host is true for processes outside any pod.
 	Host bool `json:"host"`
 	// Named is false when the container's names could not be read; then
-	// Pod is the pod UID and Container the container ID.
+	// Namespace is UnknownLabel, Pod the pod UID and Container the
+	// container ID. Host rows have HostLabel for all three.
 	Named bool `json:"named"`
 	// Clients is the number of open DRM files (distinct drm-client-id).
 	Clients   int       `json:"clients"`
