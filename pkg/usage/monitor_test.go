@@ -2,8 +2,10 @@ package usage_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -353,4 +355,39 @@ func TestMonitorCapacityAndNewClients(t *testing.T) {
 	require.InDelta(t, 102.0, e.BusySeconds, 1e-9)
 	require.InDelta(t, 0.0, e.Busy, 1e-9)
 	require.Equal(t, 2, user(s, "0000:00:02.0", "plex").Clients)
+}
+
+func TestMonitorPIDReuse(t *testing.T) {
+	r := newRig(t, time.Hour)
+	r.container(podA, ctrA, "media", "plex-0", "plex")
+	r.container(podB, ctrB, "apps", "web-0", "web")
+	require.NoError(t, r.proc.AddProcess(11, "ffmpeg", usagetest.CgroupV2Systemd(podA, ctrA)))
+	require.NoError(t, r.proc.SetFD(11, 5, "/dev/dri/renderD128", i915(1, 3e9)))
+	r.scan(0)
+	// pid 11 exits; the kernel hands 11 to a process of another pod,
+	// which opens the card: a new client, in its own container's row.
+	require.NoError(t, r.proc.Exit(11))
+	require.NoError(t, r.proc.AddProcess(11, "node", usagetest.CgroupV1Cgroupfs(podB, ctrB)))
+	require.NoError(t, r.proc.SetFD(11, 7, "/dev/dri/renderD128", i915(9, 1e9)))
+	for range 4 {
+		s := r.scan(time.Second)
+		require.InDelta(t, 3.0, engine(user(s, "0000:00:02.0", "plex"), usage.ClassVideo).BusySeconds, 1e-9)
+		require.Zero(t, user(s, "0000:00:02.0", "plex").Clients)
+		require.InDelta(t, 1.0, engine(user(s, "0000:00:02.0", "web"), usage.ClassVideo).BusySeconds, 1e-9)
+		require.Equal(t, 1, user(s, "0000:00:02.0", "web").Clients)
+	}
+}
+
+// TestReaderManyFDs reads a process with 10,000 fds, one of them a DRM
+// client.
+func TestReaderManyFDs(t *testing.T) {
+	r := newRig(t, time.Hour)
+	require.NoError(t, r.proc.AddProcess(11, "busy", usagetest.CgroupHost))
+	for fd := range 10_000 {
+		require.NoError(t, os.Symlink(fmt.Sprintf("socket:[%d]", 1000+fd), filepath.Join(r.proc.Root, "11", "fd", strconv.Itoa(fd))))
+	}
+	require.NoError(t, r.proc.SetFD(11, 10_000, "/dev/dri/renderD128", i915(1, 1e9)))
+	s := r.scan(0)
+	require.Equal(t, 1, user(s, "0000:00:02.0", usage.HostLabel).Clients)
+	require.Zero(t, s.Stats.Unreadable)
 }
