@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,7 +30,18 @@ containerd's bundle annotations. Run it on the node as root (reading
 another user's fdinfo needs CAP_SYS_PTRACE), or in a debug pod with the
 host's /proc, /sys, /dev and bundle dir mounted and the flags pointing at
 them. It refreshes every -interval until interrupted; -once prints one
-view after one interval, for scripts with -o json.`
+view after one interval, for scripts with -o json.
+
+Where nobody may run a pod with the host's /proc, -metrics-url reads the
+same figures from a running agent's /metrics (with --usage on) instead,
+for example through the API server with kubectl proxy:
+
+  kubectl proxy &
+  dri-cdi top -interval 30s -metrics-url \
+    http://127.0.0.1:8001/api/v1/namespaces/dri-cdi/pods/<agent pod>:9470/proxy/metrics
+
+Busy % is then over the agent's scans between two reads (set -interval
+longer than its --usage-interval), and processes are not shown.`
 
 func runTop(ctx context.Context, env *Env, args []string) error {
 	f := newFlags("dri-cdi top", "[flags]", topHelp)
@@ -39,6 +51,7 @@ func runTop(ctx context.Context, env *Env, args []string) error {
 	bundleDir := f.String("bundle-dir", usage.DefaultBundleDir, "containerd's bundle dir of the k8s.io namespace, to name containers")
 	interval := f.Duration("interval", 2*time.Second, "time between refreshes; busy % is over it")
 	once := f.Bool("once", false, "print one view after one interval and exit")
+	metricsURL := f.String("metrics-url", "", "read a running agent's /metrics at this http(s) URL instead of this node's /proc")
 	output := f.output("text", "json")
 	f.finish()
 	if err := f.parse(env, args, false); err != nil {
@@ -48,19 +61,13 @@ func runTop(ctx context.Context, env *Env, args []string) error {
 		return &usageError{msg: "-interval must be positive", usage: f.usage()}
 	}
 	r := roots.roots()
-	m := usage.NewMonitor(usage.Options{
-		ProcRoot: *procRoot,
-		Cards: func() ([]drm.Card, error) {
-			inv, err := drm.Discover(r)
-			if err != nil {
-				return nil, err
-			}
-			return inv.Cards, nil
-		},
-		Namer: usage.NewBundleNamer(*bundleDir),
-		Log:   env.Log,
-	})
-	if _, err := m.Scan(); err != nil {
+	var scan func() (*usage.Snapshot, error)
+	if *metricsURL != "" {
+		scan = metricsScanner(ctx, *metricsURL)
+	} else {
+		scan = procScanner(env, r, *procRoot, *bundleDir)
+	}
+	if _, err := scan(); err != nil {
 		return err
 	}
 	for {
@@ -72,30 +79,77 @@ func runTop(ctx context.Context, env *Env, args []string) error {
 			return nil
 		case <-time.After(*interval):
 		}
-		snap, err := m.Scan()
+		snap, err := scan()
 		if err != nil {
 			return err
 		}
-		if *output == "json" {
-			enc := json.NewEncoder(env.Stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(snap); err != nil {
-				return err
-			}
-		} else {
-			if !*once {
-				// Home and clear: a plain ANSI terminal is all a
-				// refreshing table needs.
-				fmt.Fprint(env.Stdout, "\x1b[H\x1b[2J")
-			}
-			if err := writeTop(env.Stdout, snap); err != nil {
-				return err
-			}
+		if err := printTop(env, snap, *output, *once); err != nil {
+			return err
 		}
 		if *once {
 			return nil
 		}
 	}
+}
+
+// procScanner scans the proc tree at procRoot.
+func procScanner(env *Env, r drm.Roots, procRoot, bundleDir string) func() (*usage.Snapshot, error) {
+	m := usage.NewMonitor(usage.Options{
+		ProcRoot: procRoot,
+		Cards: func() ([]drm.Card, error) {
+			inv, err := drm.Discover(r)
+			if err != nil {
+				return nil, err
+			}
+			return inv.Cards, nil
+		},
+		Namer: usage.NewBundleNamer(bundleDir),
+		Log:   env.Log,
+	})
+	return m.Scan
+}
+
+// metricsScanner reads a daemon's /metrics at url; each read's busy
+// fractions come from the previous read.
+func metricsScanner(ctx context.Context, url string) func() (*usage.Snapshot, error) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	var prev *usage.Snapshot
+	return func() (*usage.Snapshot, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, fmt.Errorf("metrics URL %q: %w", url, err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("read metrics: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("read metrics %s: %s", url, resp.Status)
+		}
+		snap, err := usage.ParseMetrics(io.LimitReader(resp.Body, 64<<20))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", url, err)
+		}
+		usage.Busy(prev, snap)
+		prev = snap
+		return snap, nil
+	}
+}
+
+// printTop prints one view in the -output format.
+func printTop(env *Env, snap *usage.Snapshot, output string, once bool) error {
+	if output == "json" {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(snap)
+	}
+	if !once {
+		// Home and clear: a plain ANSI terminal is all a refreshing
+		// table needs.
+		fmt.Fprint(env.Stdout, "\x1b[H\x1b[2J")
+	}
+	return writeTop(env.Stdout, snap)
 }
 
 // writeTop prints one view: a header per card, a row per container.

@@ -2,9 +2,13 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -99,4 +103,46 @@ func TestTopFlags(t *testing.T) {
 	r = run(t, nil, "top", "--proc-root", filepath.Join(t.TempDir(), "none"), "--once", "--interval", "1ms")
 	require.Equal(t, ExitError, r.code)
 	require.Contains(t, r.stderr, "scan proc root")
+}
+
+// TestTopFromMetrics reads an agent's /metrics twice: the busy % is the
+// growth of the busy seconds between its two scans.
+func TestTopFromMetrics(t *testing.T) {
+	page := func(ts, busy int) string {
+		who := `card="0000:00:02.0",container="jellyfin",driver="i915",namespace="media",pod="jellyfin-0"`
+		return fmt.Sprintf(`# TYPE dri_cdi_usage_last_scan_timestamp_seconds gauge
+dri_cdi_usage_last_scan_timestamp_seconds %d
+# TYPE dri_cdi_usage_engine_busy_seconds_total counter
+dri_cdi_usage_engine_busy_seconds_total{%s,engine="video"} %d
+# TYPE dri_cdi_usage_clients gauge
+dri_cdi_usage_clients{%s} 1
+`, ts, who, busy, who)
+	}
+	var reads atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if reads.Add(1) == 1 {
+			fmt.Fprint(w, page(100, 10))
+			return
+		}
+		fmt.Fprint(w, page(110, 15))
+	}))
+	defer srv.Close()
+	r := run(t, nil, "top", "--once", "-o", "json", "--interval", "1ms", "--metrics-url", srv.URL)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var snap usage.Snapshot
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &snap))
+	require.Len(t, snap.Cards, 1)
+	u := snap.Cards[0].Users[0]
+	require.Equal(t, usage.Names{Namespace: "media", Pod: "jellyfin-0", Container: "jellyfin"}, u.Names)
+	require.Equal(t, []usage.EngineUsage{{Class: usage.ClassVideo, BusySeconds: 15, Busy: 0.5, HasBusy: true}}, u.Engines)
+
+	reads.Store(0)
+	r = run(t, nil, "top", "--once", "--interval", "1ms", "--metrics-url", srv.URL)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "50%")
+
+	srv.Close()
+	r = run(t, nil, "top", "--once", "--interval", "1ms", "--metrics-url", srv.URL)
+	require.Equal(t, ExitError, r.code)
+	require.Contains(t, r.stderr, "read metrics")
 }
