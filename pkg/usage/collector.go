@@ -39,7 +39,7 @@ func NewCollector(m *Monitor) *Collector {
 		idle:        d("idle", "1 while the container holds an open client of the card and has used none of its engines for --usage-idle-after, else 0.", who...),
 		scans:       d("scans_total", "Completed usage scans."),
 		scanErrors:  d("scan_errors_total", "Usage scans that failed (the proc root could not be read)."),
-		unreadable:  d("unreadable_total", "Processes and fds whose entries could not be read (missing CAP_SYS_PTRACE, AppArmor)."),
+		unreadable:  d("unreadable_processes", "Processes the last scan could not read (missing CAP_SYS_PTRACE, AppArmor, or a process no one may read)."),
 		malformed:   d("malformed_lines_total", "drm- lines of fdinfo files that could not be parsed and were skipped."),
 		processes:   d("processes", "Processes the last scan looked at."),
 		duration:    d("scan_duration_seconds", "Duration of the last completed scan."),
@@ -63,7 +63,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.scans, prometheus.CounterValue, float64(s.Stats.Scans))
-	ch <- prometheus.MustNewConstMetric(c.unreadable, prometheus.CounterValue, float64(s.Stats.Unreadable))
+	ch <- prometheus.MustNewConstMetric(c.unreadable, prometheus.GaugeValue, float64(s.Stats.Unreadable))
 	ch <- prometheus.MustNewConstMetric(c.malformed, prometheus.CounterValue, float64(s.Stats.Malformed))
 	ch <- prometheus.MustNewConstMetric(c.processes, prometheus.GaugeValue, float64(s.Stats.Processes))
 	ch <- prometheus.MustNewConstMetric(c.duration, prometheus.GaugeValue, s.Stats.ScanSeconds)

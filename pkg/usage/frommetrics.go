@@ -36,8 +36,8 @@ func ParseMetrics(r io.Reader) (*Snapshot, error) {
 	if f := families[MetricPrefix+"processes"]; f != nil && len(f.GetMetric()) == 1 {
 		snap.Stats.Processes = int(f.GetMetric()[0].GetGauge().GetValue())
 	}
-	if f := families[MetricPrefix+"unreadable_total"]; f != nil && len(f.GetMetric()) == 1 {
-		snap.Stats.Unreadable = int(f.GetMetric()[0].GetCounter().GetValue())
+	if f := families[MetricPrefix+"unreadable_processes"]; f != nil && len(f.GetMetric()) == 1 {
+		snap.Stats.Unreadable = int(f.GetMetric()[0].GetGauge().GetValue())
 	}
 	type key struct{ card, driver, ns, pod, ctr string }
 	rows := map[key]*ContainerUsage{}

@@ -197,10 +197,13 @@ func (m *Monitor) Scan() (*Snapshot, error) {
 		}
 	}
 
+	for _, e := range res.Errors {
+		m.log.WithError(e).Debug("usage: unreadable entry")
+	}
 	m.scans++
 	m.stats.Scans = m.scans
 	m.stats.Processes = res.Processes
-	m.stats.Unreadable += res.Unreadable
+	m.stats.Unreadable = res.Unreadable
 	m.stats.Malformed += res.Malformed
 	m.stats.ScanSeconds = m.now().Sub(start).Seconds()
 	snap := m.snapshot(now)

@@ -51,7 +51,13 @@ type ScanResult struct {
 	Unreadable int
 	// Malformed counts skipped drm- lines over all fdinfo files read.
 	Malformed int
+	// Errors holds the first few errors behind Unreadable, each naming
+	// its path, for the debug log.
+	Errors []error
 }
+
+// maxErrors bounds ScanResult.Errors.
+const maxErrors = 8
 
 // Reader reads the DRM clients of every process under a proc root. It
 // only reads; it never opens a device node.
@@ -179,8 +185,12 @@ func (r *Reader) process(res *ScanResult, pid int) {
 
 // unreadable counts err unless it says the process is gone.
 func (res *ScanResult) unreadable(err error) {
-	if !gone(err) {
-		res.Unreadable++
+	if gone(err) {
+		return
+	}
+	res.Unreadable++
+	if len(res.Errors) < maxErrors {
+		res.Errors = append(res.Errors, err)
 	}
 }
 

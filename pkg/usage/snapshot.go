@@ -17,13 +17,14 @@ type Snapshot struct {
 	Stats Stats `json:"stats"`
 }
 
-// Stats count what the scans could not read, since the Monitor started.
+// Stats describe the scans: how many, and what the last one could not
+// read; Malformed counts since the Monitor started.
 type Stats struct {
 	Scans int `json:"scans"`
 	// Processes is the number of processes the last scan looked at.
 	Processes int `json:"processes"`
-	// Unreadable counts processes and fds that could not be read
-	// (EACCES: no CAP_SYS_PTRACE or an AppArmor denial).
+	// Unreadable counts the processes (and fdinfo files) the last scan
+	// could not read (EACCES: no CAP_SYS_PTRACE, an AppArmor denial).
 	Unreadable int `json:"unreadable"`
 	// Malformed counts skipped drm- lines in fdinfo files.
 	Malformed int `json:"malformed"`
