@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,6 +126,41 @@ func TestClusterUsage(t *testing.T) {
 			}
 		}
 		require.InDelta(t, 7.0, video, 1e-9)
+	})
+
+	t.Run("TopThroughAPIServer", func(t *testing.T) {
+		// Where no pod may have the host's /proc: dri-cdi top on the
+		// operator's machine reads the agent's metrics through kubectl
+		// proxy and the API server's pod proxy.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := l.Addr().(*net.TCPAddr).Port
+		require.NoError(t, l.Close())
+		proxy := exec.Command(c.Tools.Kubectl, "--kubeconfig", c.Kubeconfig, "proxy", "--port", strconv.Itoa(port))
+		require.NoError(t, proxy.Start())
+		defer func() { _ = proxy.Process.Kill(); _ = proxy.Wait() }()
+		base := fmt.Sprintf("http://127.0.0.1:%d", port)
+		require.Eventually(t, func() bool {
+			resp, err := http.Get(base + "/version")
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err == nil && resp.StatusCode == http.StatusOK
+		}, 30*time.Second, 100*time.Millisecond)
+		url := fmt.Sprintf("%s/api/v1/namespaces/%s/pods/%s:9470/proxy/metrics", base, driCDINamespace, agent(t).Metadata.Name)
+		out, err := exec.Command(suite.Product.CLI, "top", "--once", "-o", "json", "--interval", "2500ms", "--metrics-url", url).CombinedOutput()
+		require.NoError(t, err, string(out))
+		var snap usage.Snapshot
+		require.NoError(t, json.Unmarshal(out, &snap), string(out))
+		require.Len(t, snap.Cards, 1)
+		require.Equal(t, gpu.ID(), snap.Cards[0].ID)
+		require.Len(t, snap.Cards[0].Users, 1)
+		u := snap.Cards[0].Users[0]
+		require.Equal(t, usage.Names{Namespace: "default", Pod: media.Metadata.Name, Container: "server"}, u.Names)
+		require.Equal(t, 2, u.Clients)
+		require.Len(t, u.Engines, 2)
+		require.Equal(t, usage.EngineUsage{Class: usage.ClassVideo, BusySeconds: 7, Busy: 0, HasBusy: true}, u.Engines[1],
+			"7s of video, none of it in the last %s", snap.Interval)
 	})
 
 	t.Run("ExitedClientKeepsItsTime", func(t *testing.T) {
