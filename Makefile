@@ -97,7 +97,7 @@ e2e: build image e2e-tools ## Real-node and cluster scenarios: kubelet, containe
 	rc=$$?; $(GO) run ./cmd/e2e-summary -rc $$rc $(CURDIR)/$(OUT)/e2e.log
 
 .PHONY: demo
-demo: build ## Show the hostPath EPERM, the dri-cdi fix and a root-start-then-drop pod on a fake-GPU node (root; DEMO_CGROUP=v2 for cgroup v2)
+demo: build ## Show the hostPath EPERM, the dri-cdi fix, a root-start-then-drop pod and its dri-cdi top row (simulated usage) on a fake-GPU node (root; DEMO_CGROUP=v2 for cgroup v2)
 	DRI_CDI_E2E_CACHE=$(E2E_CACHE) e2e/tools/install.sh node
 	cd e2e && $(E2E_ENV) DRI_CDI_DEMO_CGROUP=$(DEMO_CGROUP) $(GO) run ./cmd/demo
 

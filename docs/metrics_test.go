@@ -11,6 +11,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/nri"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+	"github.com/dri-cdi/dri-cdi/pkg/usage"
 )
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
@@ -55,4 +56,13 @@ func TestAgentMetricsDocumented(t *testing.T) {
 // NRI plugin registers.
 func TestNRIMetricsDocumented(t *testing.T) {
 	requireMetricsDocumented(t, "metrics-nri.md", "dri-cdi-nri", "dri_cdi_nri_", nri.NewMetrics().Registry())
+}
+
+// TestUsageMetricsDocumented checks the usage section of metrics.md
+// against what the usage collector (dri-cdi-agent and dri-cdi-dra with
+// --usage) registers.
+func TestUsageMetricsDocumented(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(usage.NewCollector(usage.NewMonitor(usage.Options{})))
+	requireMetricsDocumented(t, "metrics.md", "Usage", usage.MetricPrefix, reg)
 }

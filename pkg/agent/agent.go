@@ -17,6 +17,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+	"github.com/dri-cdi/dri-cdi/pkg/usage"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
 
@@ -62,6 +63,8 @@ type Options struct {
 	Debounce, MaxDelay time.Duration
 	// Version is reported by the build_info metric.
 	Version string
+	// Usage configures the per-container GPU usage scans (off by default).
+	Usage usage.Config
 	// Log receives the loop's logs.
 	Log *logrus.Entry
 	// OnMetricsListen, when set, is told the metrics address once the
@@ -137,6 +140,9 @@ func New(o Options) (*Loop, error) {
 	}
 	if o.ResyncInterval <= 0 {
 		return nil, fmt.Errorf("invalid resync interval %v: must be > 0", o.ResyncInterval)
+	}
+	if err := o.Usage.Validate(); err != nil {
+		return nil, err
 	}
 	for name, dir := range map[string]string{"sysfs root": o.Roots.Sysfs, "dev root": o.Roots.Dev, "CDI dir": o.CDIDir} {
 		if dir == "" {
@@ -227,6 +233,7 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 		h := metrics.Handler(a.met.Registry, metrics.Health{Ready: a.Ready, Warnings: a.warnings})
 		metrics.Start(ctx, &wg, ln, h, a.log.WithField("component", "metrics"))
 	}
+	a.startUsage(ctx, &wg)
 
 	// Watch before the first discovery, so that no change between the
 	// two goes unseen.

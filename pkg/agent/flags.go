@@ -5,6 +5,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/usage"
 )
 
 // RegisterCardFlags registers into fs the flags of o that dri-cdi-agent
@@ -19,4 +20,5 @@ func RegisterCardFlags(fs *flag.FlagSet, o *Options, metricsAddr string) {
 	fs.StringVar(&o.ConfigPath, "config", "", "YAML config file (empty: one pool per driver)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", metricsAddr, "address for /metrics, /healthz and /readyz (empty disables)")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", DefaultResyncInterval, "period of the full rescan behind inotify and uevents")
+	usage.RegisterFlags(fs, &o.Usage)
 }

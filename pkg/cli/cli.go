@@ -82,8 +82,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 	return exitCode(&env, err)
 }
 
-const rootHelp = `dri-cdi shows the DRM GPUs of this node and the CDI specs that make them
-usable from unprivileged pods.`
+const rootHelp = `dri-cdi shows the DRM GPUs of this node, the CDI specs that make them
+usable from unprivileged pods, and what each pod does with them.`
 
 func exitCode(env *Env, err error) int {
 	var ue *usageError

@@ -9,6 +9,7 @@ func commands() []*Command {
 		discoverCommand(),
 		cdiCommand(),
 		doctorCommand(),
+		topCommand(),
 		versionCommand(),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
+	"github.com/dri-cdi/dri-cdi/pkg/usage"
 )
 
 // TestNewFlagSet checks that the flags shared with the agent write into
@@ -22,5 +23,6 @@ func TestNewFlagSet(t *testing.T) {
 	require.Equal(t, agent.Options{
 		Roots: drm.Roots{Sysfs: "/s", Dev: "/d"}, CDIDir: "/c", ConfigPath: "/cfg",
 		MetricsAddr: ":9472", ResyncInterval: time.Minute,
+		Usage: usage.Config{Interval: usage.DefaultInterval, ProcRoot: usage.DefaultProcRoot, BundleDir: usage.DefaultBundleDir, IdleAfter: usage.DefaultIdleAfter},
 	}, o.Agent)
 }

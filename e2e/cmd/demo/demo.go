@@ -65,7 +65,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	}
 	say.say("dri-cdi demo: a real kubelet, containerd and runc on this machine, with a fake GPU.")
 	say.say("")
-	say.say("[1/5] Setting up a node on private paths")
+	say.say("[1/6] Setting up a node on private paths")
 	say.say("      every step runs on %s", hierarchy)
 	if harness.LockBusy(harness.LockPath) {
 		say.say("      another e2e run holds %s; waiting for it to finish", harness.LockPath)
@@ -78,7 +78,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	defer stopSignals()
 	defer func() {
 		say.say("")
-		say.say("[5/5] Cleaning up: pods, dri-cdi, kubelet, containerd, shims, mounts, cgroups")
+		say.say("[6/6] Cleaning up: pods, dri-cdi, kubelet, containerd, shims, mounts, cgroups")
 		if cerr := suite.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -102,7 +102,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	say.say("      these are real device nodes (mknod); no GPU driver serves those numbers here.")
 
 	say.say("")
-	say.say("[2/5] The bug: a pod mounts /dev/dri as a hostPath and runs: %s", script)
+	say.say("[2/6] The bug: a pod mounts /dev/dri as a hostPath and runs: %s", script)
 	bug := harness.PodSpec{Name: "hostpath-gpu", HostPathDRI: true, Script: script}
 	if err := showPod(ctx, say, node, bug, render, harness.EPERM); err != nil {
 		return err
@@ -114,7 +114,7 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	}
 
 	say.say("")
-	say.say("[3/5] The fix: dri-cdi advertises the GPU as %s; the pod requests one", resource)
+	say.say("[3/6] The fix: dri-cdi advertises the GPU as %s; the pod requests one", resource)
 	if _, err := node.WaitAllocatable(ctx, resource, 1, 90*time.Second); err != nil {
 		return err
 	}
@@ -156,12 +156,18 @@ func run(ctx context.Context, w io.Writer) (err error) {
 	say.say("      a real GPU the same open succeeds.")
 
 	say.say("")
-	say.say("[4/5] The real workload: a media-server image starts as root, joins the render node's")
+	say.say("[4/6] The real workload: a media-server image starts as root, joins the render node's")
 	say.say("      group and drops to uid 1000 with su, as pms-docker's init does")
 	if err := node.DeletePod(ctx, fix.Name); err != nil {
 		return err
 	}
-	return showDrop(ctx, say, node, render)
+	if err := showDrop(ctx, say, node, render); err != nil {
+		return err
+	}
+
+	say.say("")
+	say.say("[5/6] What the media server does with its GPU: dri-cdi top, per pod and container")
+	return showUsage(ctx, say, suite, node, gpu)
 }
 
 // cgroupV2FromEnv reads DRI_CDI_DEMO_CGROUP (make demo DEMO_CGROUP=v2):

@@ -1,0 +1,25 @@
+package agent
+
+import (
+	"context"
+	"sync"
+
+	"github.com/dri-cdi/dri-cdi/pkg/usage"
+)
+
+// startUsage runs the per-container usage scans (pkg/usage) next to the
+// loop when --usage is on: on their own goroutine, off the Allocate and
+// discovery paths, into the agent's registry.
+func (a *agent) startUsage(ctx context.Context, wg *sync.WaitGroup) {
+	if !a.opts.Usage.Enabled {
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		log := a.log.WithField("component", "usage")
+		if err := usage.Run(ctx, a.opts.Usage, a.opts.Roots, a.met.Registry, log); err != nil {
+			log.WithError(err).Error("usage scans stopped")
+		}
+	}()
+}
