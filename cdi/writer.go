@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -118,7 +119,7 @@ func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
 			// spec is safer than a wrong one, and removing a file still
 			// works on a full filesystem.
 			stale = append(stale, f.Device)
-			if removed, rmErr := w.removeStale(f.Name); rmErr != nil {
+			if removed, rmErr := w.removeStale(f); rmErr != nil {
 				err = errors.Join(err, rmErr)
 			} else if removed {
 				changed = true
@@ -140,7 +141,7 @@ func (w *Writer) Sync(cards []drm.Card) (changed bool, err error) {
 	for _, e := range entries {
 		name := e.Name()
 		switch {
-		case w.ownsTemp(name, want):
+		case w.ownsTemp(e, want):
 			// A temporary file left by a crash between create and rename.
 			if err := w.remove(name); err != nil {
 				errs = append(errs, err)
@@ -186,10 +187,15 @@ func (e *SyncError) Error() string { return e.Err.Error() }
 // Unwrap returns Err.
 func (e *SyncError) Unwrap() error { return e.Err }
 
-// removeStale removes the file name after its update failed, and says
-// whether there was one.
-func (w *Writer) removeStale(name string) (bool, error) {
-	path := filepath.Join(w.dir, name)
+// removeStale removes the file of f after its update failed, and says
+// whether there was one. A file that already holds f's content stays:
+// another writer of the same kind and directory (the two instances of a
+// rolling update) wrote it meanwhile.
+func (w *Writer) removeStale(f File) (bool, error) {
+	path := filepath.Join(w.dir, f.Name)
+	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, f.Data) {
+		return false, nil
+	}
 	if err := os.Remove(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
@@ -207,17 +213,27 @@ func tempTag(kind string) string {
 	return "k" + hex.EncodeToString(sum[:4])
 }
 
-// ownsTemp reports whether name is a temporary file this Writer left: one
+// tempAge is how old a temporary file must be before the cleanup takes
+// it for one a crash left: a file in flight lives for the milliseconds
+// of one write, and may be another writer's of the same kind (the two
+// instances of a rolling update share the directory and the tag).
+const tempAge = time.Minute
+
+// ownsTemp reports whether e is a temporary file this Writer left: one
 // with its tag, or, without a tag (written before temporary files were
-// tagged), one of a file it is about to write now. A temporary file of
-// another kind's Writer is never touched: removing it would make that
-// Writer's rename fail.
-func (w *Writer) ownsTemp(name string, want map[string]bool) bool {
-	target, tag, ok := atomicfile.ParseTemp(name)
+// tagged), one of a file it is about to write now; in either case older
+// than tempAge. A temporary file of another kind's Writer is never
+// touched: removing it would make that Writer's rename fail.
+func (w *Writer) ownsTemp(e fs.DirEntry, want map[string]bool) bool {
+	target, tag, ok := atomicfile.ParseTemp(e.Name())
 	if !ok || !strings.HasPrefix(target, w.prefix) || !strings.HasSuffix(target, FileExt) {
 		return false
 	}
-	return tag == w.tag || (tag == "" && want[target])
+	if tag != w.tag && (tag != "" || !want[target]) {
+		return false
+	}
+	info, err := e.Info()
+	return err == nil && time.Since(info.ModTime()) >= tempAge
 }
 
 // owns reports whether a file with the Writer's prefix belongs to it. A

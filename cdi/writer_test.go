@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -179,6 +180,15 @@ func TestWriterNeverTouchesForeignFiles(t *testing.T) {
 	require.DirExists(t, filepath.Join(dir, "dri-cdi.dev-gpu_sub.yaml.d"))
 }
 
+// writeOld writes a file whose modification time is two minutes ago:
+// older than a write in flight.
+func writeOld(t *testing.T, path, content string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	old := time.Now().Add(-2 * time.Minute)
+	require.NoError(t, os.Chtimes(path, old, old))
+}
+
 // specOfKind returns a valid spec file of another kind.
 func specOfKind(t *testing.T, kind, device string) string {
 	t.Helper()
@@ -202,7 +212,7 @@ func TestWriterRemovesStaleOwnedFiles(t *testing.T) {
 		".dri-cdi.dev-gpu_0000-00-02.0.yaml.tmp-98765": "",
 	}
 	for n, c := range stale {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte(c), 0o644))
+		writeOld(t, filepath.Join(dir, n), c)
 	}
 	w := newTestWriter(t, dir)
 	changed, err := w.Sync([]drm.Card{i915("0000:00:02.0", 0, 128)})
@@ -231,9 +241,14 @@ func TestWriterLeavesAnotherKindsTempFiles(t *testing.T) {
 	}
 	for _, files := range []map[string]string{other, ours} {
 		for n, c := range files {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte(c), 0o644))
+			writeOld(t, filepath.Join(dir, n), c)
 		}
 	}
+	// Our own kind's file in flight (the other instance of a rolling
+	// update writes the same kind): too young to be a crash's leftover.
+	inFlight := ".dri-cdi.dev-gpu_0000-00-02.0.yaml.tmp-" + tempTag(DefaultKind) + "-7"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, inFlight), []byte("in flight"), 0o644))
+	other[inFlight] = "in flight"
 	w := newTestWriter(t, dir)
 	_, err := w.Sync([]drm.Card{i915("0000:00:02.0", 0, 128)})
 	require.NoError(t, err)
@@ -274,6 +289,19 @@ func TestWriterRemovesASpecItCannotUpdate(t *testing.T) {
 	got := cditest.DirFiles(t, dir)
 	require.NotContains(t, got, "dri-cdi.dev-gpu_0000-00-02.0.yaml", "the stale spec must go")
 	require.Contains(t, got, "dri-cdi.dev-gpu_0000-00-03.0.yaml")
+
+	// Another writer of the same kind (a rolling update's other instance)
+	// wrote the right content while this write failed: the file stays.
+	w.writeFile = func(path string, data []byte, perm fs.FileMode, opts ...atomicfile.Option) error {
+		if strings.Contains(path, "0000-00-02.0") {
+			require.NoError(t, os.WriteFile(path, data, perm))
+			return full
+		}
+		return atomicfile.Write(path, data, perm, opts...)
+	}
+	_, err = w.Sync([]drm.Card{a, b})
+	require.ErrorIs(t, err, full)
+	require.Contains(t, cditest.DirFiles(t, dir), "dri-cdi.dev-gpu_0000-00-02.0.yaml", "a file that holds the right content stays")
 
 	// Space returns: the spec is written again.
 	w.writeFile = atomicfile.Write
