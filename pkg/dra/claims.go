@@ -3,14 +3,17 @@ package dra
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 
 	"github.com/dri-cdi/dri-cdi/pkg/atomicfile"
+	"golang.org/x/sys/unix"
 )
 
 // claimStore owns the prepared claims: it loads and saves the checkpoint
-// and answers which cards the claims hold, under its own lock, so that
+// and answers which cards the claims hold, under its own lock (and a
+// file lock across the instances of a rolling update), so that
 // prepare, unprepare and the agent's CardsInUse never interleave a
 // read-modify-write of the file, whoever calls them and however often.
 //
@@ -64,6 +67,11 @@ func (s *claimStore) load() (map[string]PreparedClaim, error) {
 func (s *claimStore) update(fn func(*claimSet)) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	unlock, err := lockFile(s.path + ".lock")
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	claims, err := s.load()
 	if err != nil {
 		return 0, err
@@ -78,6 +86,30 @@ func (s *claimStore) update(fn func(*claimSet)) (int, error) {
 		s.unsynced = true
 	}
 	return len(set.claims), err
+}
+
+// lockFile takes an exclusive flock on path (created 0600): the lock
+// of every read-modify-write of the checkpoint across processes. Within
+// one process mu serializes; with a rolling update (--pod-uid) two
+// instances share the file, and the helper serializes only their gRPC
+// calls, not the orphan collection (gc.go). Reads need no lock: a save
+// renames a complete file into place.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint lock: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("checkpoint lock %s: %w", path, err)
+	}
+	return func() { _ = f.Close() }, nil // closing releases the lock
 }
 
 // claims returns the prepared claims.

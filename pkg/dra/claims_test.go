@@ -344,3 +344,56 @@ func TestRepeatedPrepareFollowsAChangedAllocation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"0000:00:02.0": "dri-cdi.dev/i915"}, held, "a record of an allocation the claim no longer has holds nothing")
 }
+
+// Two stores on one checkpoint, as the two instances of a rolling update
+// have (each with its own mutex), lose no update of the other: the
+// orphan collection writes outside the helper's serialization.
+func TestClaimStoresShareTheCheckpointSafely(t *testing.T) {
+	path := filepath.Join(t.TempDir(), CheckpointFile)
+	stores := []*claimStore{newClaimStore(path), newClaimStore(path)}
+	const each = 15
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range each {
+				_, err := s.update(func(set *claimSet) {
+					set.add(fmt.Sprintf("uid-%d-%d", i, j), PreparedClaim{Namespace: "ns", Name: "c"})
+				})
+				require.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	claims, err := stores[0].claims()
+	require.NoError(t, err)
+	require.Len(t, claims, 2*each)
+}
+
+// A claim an earlier version prepared with admin access carries no
+// AdminAccess in its record: its repeated prepare is the same
+// allocation, answered from the record, even while its card is unhealthy.
+func TestRepeatedPrepareOfAnEarlierVersionsAdminRecord(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	mon := result("mon", "pci-0000-01-00-0")
+	mon.AdminAccess = ptr.To(true)
+	monitor := allocated("monitor", "uid-monitor", mon)
+	d := newDriver(t, dir)
+	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{monitor})
+	require.NoError(t, err)
+	require.NoError(t, got["uid-monitor"].Err)
+	// What an earlier version wrote: the same record without the flag.
+	_, err = d.claims.update(func(set *claimSet) {
+		pc, _ := set.get("uid-monitor")
+		pc.Devices[0].AdminAccess = false
+		set.add("uid-monitor", pc)
+	})
+	require.NoError(t, err)
+	require.NoError(t, d.Update(testPools(), map[string]bool{"0000:01:00.0": true}))
+	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{monitor})
+	require.NoError(t, err)
+	require.NoError(t, got["uid-monitor"].Err, "the recorded answer, not a new prepare of an unhealthy card")
+	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:01:00.0"}, got["uid-monitor"].Devices[0].CDIDeviceIDs)
+}
