@@ -490,7 +490,9 @@ func sameAllocation(pc PreparedClaim, c *resourceapi.ResourceClaim) bool {
 		}
 		dev := pc.Devices[i]
 		admin := r.AdminAccess != nil && *r.AdminAccess
-		if dev.Request != r.Request || dev.Pool != r.Pool || dev.Device != r.Device || dev.AdminAccess != admin {
+		// A record without AdminAccess matches an admin result: versions
+		// before the flag recorded none.
+		if dev.Request != r.Request || dev.Pool != r.Pool || dev.Device != r.Device || (dev.AdminAccess && !admin) {
 			return false
 		}
 		i++
