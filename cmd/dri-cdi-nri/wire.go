@@ -13,6 +13,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+	"github.com/dri-cdi/dri-cdi/pkg/nodecheck"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
@@ -68,6 +69,7 @@ func run(ctx context.Context, o nri.Options, log *logrus.Entry) error {
 		go func() {
 			defer close(served)
 			h := metrics.Handler(met.Registry(), metrics.Health{Ready: plugin.Ready(store)})
+			h = nodecheck.Mount(h, nodecheck.NRI(o.CDIDir, conf.Kind(), o.PodResourcesSocket, o.NRISocket))
 			if err := metrics.Serve(ctx, l, h, log.WithField("component", "metrics")); err != nil {
 				log.WithError(err).Error("metrics server failed")
 			}

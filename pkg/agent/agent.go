@@ -18,6 +18,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+	"github.com/dri-cdi/dri-cdi/pkg/nodecheck"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
 
@@ -232,6 +233,7 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 		go func() {
 			defer wg.Done()
 			h := metrics.Handler(a.met.Registry, metrics.Health{Ready: a.Ready, Warnings: a.paths.Warnings})
+			h = nodecheck.Mount(h, nodecheck.Agent(a.opts.Roots, a.opts.CDIDir, a.rec.cfg.Kind(), a.opts.KubeletDir, a.mgr != nil))
 			if err := metrics.Serve(ctx, ln, h, a.log.WithField("component", "metrics")); err != nil {
 				a.log.WithError(err).Error("metrics server failed")
 			}

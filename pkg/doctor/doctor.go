@@ -55,6 +55,10 @@ type Report struct {
 	Recommended string `json:"recommendedDelivery"`
 	// Failed is true when any check failed.
 	Failed bool `json:"failed"`
+	// Scope, when set, says that only some checks ran and from where
+	// (CheckScope); NotChecked then lists what this place cannot see.
+	Scope      string   `json:"scope,omitempty"`
+	NotChecked []string `json:"notChecked,omitempty"`
 }
 
 // Options are the paths and settings the checks use.
@@ -157,6 +161,14 @@ func (r *Report) WriteText(w io.Writer) error {
 	counts := map[Status]int{}
 	for _, res := range r.Results {
 		counts[res.Status]++
+	}
+	if r.Scope != "" {
+		fmt.Fprintf(&b, "\n%d OK, %d WARN, %d FAIL; %s\n", counts[OK], counts[Warn], counts[Fail], r.Scope)
+		for _, n := range r.NotChecked {
+			fmt.Fprintf(&b, "not checked: %s\n", n)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
 	}
 	fmt.Fprintf(&b, "\n%d OK, %d WARN, %d FAIL; delivery %s, recommended %s\n",
 		counts[OK], counts[Warn], counts[Fail], r.Delivery, r.Recommended)
