@@ -33,6 +33,9 @@ type containerdConfig struct {
 	// Path is the main file; Imports the files merged into it, in order.
 	Path    string
 	Imports []string
+	// ImportPatterns are the imports keys as the files give them, before
+	// globbing (a drop-in directory with no file yet matches nothing).
+	ImportPatterns []string
 	// Version is the config's version key; 1 when it has none.
 	Version int
 	// EnableCDI is the enable_cdi key of the CRI plugin, nil when unset.
@@ -104,6 +107,7 @@ func loadContainerdConfig(path string, host func(string) string) (*containerdCon
 			if !filepath.IsAbs(imp) {
 				imp = filepath.Join(filepath.Dir(p), imp)
 			}
+			cfg.ImportPatterns = append(cfg.ImportPatterns, imp)
 			matches, err := filepath.Glob(host(imp))
 			if err != nil {
 				return nil, fmt.Errorf("%w %s: import %q: %w", ErrBadConfig, p, imp, err)

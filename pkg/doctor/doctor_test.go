@@ -29,6 +29,12 @@ type node struct {
 	specs map[string]string
 	// matchingSpecs writes a correct spec for every GPU.
 	matchingSpecs bool
+	// With config "k3s": leftover is a fixture copied to
+	// /etc/containerd/config.toml too (another containerd install);
+	// k3sRunning serves K3sContainerdSocket; k3sDropIns makes the
+	// generated config import config-v3.toml.d/*.toml, as newer k3s does.
+	leftover               string
+	k3sRunning, k3sDropIns bool
 }
 
 // build lays the node out under a fresh short temp dir (unix socket
@@ -54,6 +60,19 @@ func (n node) build(t *testing.T) Options {
 	case "":
 	case "k3s":
 		copyTree(t, "testdata/containerd/var", filepath.Join(root, "var"))
+		if n.leftover != "" {
+			copyTree(t, filepath.Join("testdata/containerd", n.leftover), filepath.Join(root, "etc/containerd/config.toml"))
+		}
+		if n.k3sDropIns {
+			dir := filepath.Join(root, "var/lib/rancher/k3s/agent/etc/containerd")
+			gen := filepath.Join(dir, "config.toml")
+			raw, err := os.ReadFile(gen)
+			require.NoError(t, err)
+			head, rest, _ := strings.Cut(string(raw), "\n")
+			writeFile(t, gen, head+"\nimports = [\"/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.d/*.toml\"]\n"+rest)
+			require.NoError(t, os.Remove(filepath.Join(dir, K3sTemplateV3)))
+			writeFile(t, filepath.Join(dir, "config-v3.toml.d/50-nri.toml"), "[plugins.'io.containerd.nri.v1.nri']\n  disable = false\n")
+		}
 	default:
 		copyTree(t, filepath.Join("testdata/containerd", n.config), filepath.Join(root, "etc/containerd/config.toml"))
 		copyTree(t, "testdata/containerd/conf.d", filepath.Join(root, "etc/containerd/conf.d"))
@@ -74,6 +93,9 @@ func (n node) build(t *testing.T) Options {
 	}
 	if !n.noNRISocket {
 		listen(opts.NRISocket)
+	}
+	if n.k3sRunning {
+		listen(K3sContainerdSocket)
 	}
 	cg := filepath.Join(root, "sys/fs/cgroup")
 	switch n.cgroup {
@@ -168,6 +190,33 @@ func TestCheck(t *testing.T) {
 			wantIn: map[string]string{
 				"containerd.config":   "/var/lib/rancher/k3s/agent/etc/containerd/config.toml (version 3",
 				"containerd.template": "config-v3.toml.tmpl",
+			},
+			recommended: DeliveryCDICRI,
+		},
+		"k3s running next to a leftover containerd config: k3s's config is read": {
+			node: node{config: "k3s", cgroup: "v2", leftover: "nri-disabled.toml", k3sRunning: true},
+			want: map[string]Status{"containerd.config": OK, "containerd.nri": OK, "k3s": OK},
+			wantIn: map[string]string{
+				"containerd.config": "/var/lib/rancher/k3s/agent/etc/containerd/config.toml (version 3); read because k3s's containerd answers on /run/k3s/containerd/containerd.sock; not read: /etc/containerd/config.toml",
+			},
+			recommended: DeliveryCDICRI,
+		},
+		"k3s not running next to a leftover containerd config: the first is read and the other named": {
+			node: node{config: "k3s", cgroup: "v2", leftover: "nri-disabled.toml", noNRISocket: true},
+			want: map[string]Status{"containerd.config": OK, "containerd.nri": Fail},
+			wantIn: map[string]string{
+				"containerd.config": "/etc/containerd/config.toml (version 3); read because it comes first and /run/k3s/containerd/containerd.sock does not answer; not read: /var/lib/rancher/k3s/agent/etc/containerd/config.toml (pass --containerd-config to choose)",
+			},
+			failed:      true,
+			recommended: DeliveryDeviceSpecs,
+		},
+		"k3s with a drop-in directory": {
+			node: node{config: "k3s", cgroup: "v2", k3sRunning: true, k3sDropIns: true},
+			want: map[string]Status{"containerd.config": OK, "containerd.template": OK, "containerd.nri": OK},
+			wantIn: map[string]string{
+				"containerd.config":   "imports /var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.d/50-nri.toml",
+				"containerd.template": "imports /var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.d/*.toml: put additions there",
+				"containerd.nri":      "disable = false",
 			},
 			recommended: DeliveryCDICRI,
 		},
