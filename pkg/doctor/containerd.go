@@ -246,13 +246,16 @@ func (v semver) atLeast(major, minor int) bool {
 	return v.major > major || (v.major == major && v.minor >= minor)
 }
 
-// parseVersion accepts "2.4.2", "v1.7.27" or the output of
-// `containerd --version` ("containerd github.com/... v2.4.2 <commit>").
+// parseVersion accepts "2.4.2", "v1.7.27", the output of
+// `containerd --version` ("containerd github.com/... v2.4.2 <commit>") or
+// `k3s ctr version`, or a node's CONTAINER-RUNTIME as kubectl prints it
+// ("containerd://2.3.2-k3s2").
 func parseVersion(s string) (semver, error) {
 	if s == "" {
 		return semver{}, nil
 	}
 	for _, f := range strings.Fields(s) {
+		f = strings.TrimPrefix(f, "containerd://")
 		f = strings.TrimPrefix(f, "v")
 		parts := strings.SplitN(f, ".", 3)
 		if len(parts) < 2 {

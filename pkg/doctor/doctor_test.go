@@ -505,6 +505,7 @@ func TestParseVersion(t *testing.T) {
 		"v prefix":       {"v1.7.27", semver{1, 7}, false},
 		"--version line": {"containerd github.com/containerd/containerd/v2 v2.3.1 1a2b3c", semver{2, 3}, false},
 		"ctr version":    {"  Version:  v2.0.5-k3s1", semver{2, 0}, false},
+		"node runtime":   {"containerd://2.3.2-k3s2", semver{2, 3}, false},
 		"garbage":        {"latest", semver{}, true},
 	}
 	for name, tc := range cases {

@@ -31,7 +31,7 @@ func (d *doctor) checkContainerd() runtimeState {
 	var st runtimeState
 	ver, err := parseVersion(d.opts.ContainerdVersion)
 	if err != nil {
-		d.add("containerd.version", Fail, err.Error(), "pass the version as `containerd --version` prints it, e.g. --containerd-version 2.4.2")
+		d.add("containerd.version", Fail, err.Error(), "pass the version as `containerd --version`, `k3s ctr version` or `kubectl get nodes -o wide` (CONTAINER-RUNTIME) print it, e.g. --containerd-version 2.4.2")
 	}
 	path, why := d.findContainerdConfig()
 	var cfg *containerdConfig
