@@ -19,7 +19,7 @@ const policyDir = "../policy"
 
 // daemonSets returns every DaemonSet of the renderings that deploy with
 // the default host paths (helm-custom moves them on purpose): the
-// device-plugin variants and the DRA ones.
+// device-plugin variants, the DRA ones and the per-node variants example.
 func daemonSets(t *testing.T) []*appsv1.DaemonSet {
 	t.Helper()
 	var out []*appsv1.DaemonSet
@@ -31,6 +31,11 @@ func daemonSets(t *testing.T) []*appsv1.DaemonSet {
 	}
 	for _, r := range renderDRA(t) {
 		out = append(out, r.devicePlugin, r.dra)
+	}
+	for _, o := range mustRender(t, "per-node-delivery", kustomize("examples/per-node-delivery")).objs {
+		if ds, ok := o.(*appsv1.DaemonSet); ok {
+			out = append(out, ds)
+		}
 	}
 	return out
 }
