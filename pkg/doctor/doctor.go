@@ -7,8 +7,6 @@ import (
 	"io"
 	"strings"
 
-	nriapi "github.com/containerd/nri/pkg/api"
-
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
@@ -101,6 +99,12 @@ var DefaultContainerdConfigs = []string{
 	"/var/lib/rancher/rke2/agent/etc/containerd/config.toml",
 }
 
+// DefaultNRISocket is containerd's default NRI socket, what
+// nri.DefaultSocket is. It is written out rather than taken from NRI's
+// api package, which would link a WASM runtime into every daemon that
+// serves the doctor's checks (pkg/nodecheck); a test keeps them equal.
+const DefaultNRISocket = "/var/run/nri/nri.sock"
+
 // DefaultOptions are the paths of a standard node, matching the defaults
 // of dri-cdi-agent and dri-cdi-nri.
 func DefaultOptions() Options {
@@ -111,7 +115,7 @@ func DefaultOptions() Options {
 		KubeletDir:         deviceplugin.DefaultKubeletDir,
 		PluginsRegistryDir: config.DRARegistrarDir,
 		PodResourcesSocket: podresources.DefaultSocket,
-		NRISocket:          nriapi.DefaultSocketPath, // what nri.DefaultSocket is
+		NRISocket:          DefaultNRISocket,
 		SysfsRoot:          drm.DefaultRoots.Sysfs,
 		DevRoot:            drm.DefaultRoots.Dev,
 		Delivery:           DeliveryCDICRI,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	nriapi "github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -474,6 +475,10 @@ func TestReportWrite(t *testing.T) {
 	opts.Delivery = "cdi"
 	_, err := Check(context.Background(), opts)
 	require.ErrorContains(t, err, `invalid delivery mode "cdi"`)
+}
+
+func TestDefaultNRISocket(t *testing.T) {
+	require.Equal(t, nriapi.DefaultSocketPath, DefaultNRISocket)
 }
 
 func TestSamePath(t *testing.T) {
