@@ -45,11 +45,7 @@ func yamlDocs(t *testing.T, file string) [][]byte {
 	t.Helper()
 	raw, err := os.ReadFile(file)
 	require.NoError(t, err)
-	var docs [][]byte
-	for _, d := range bytes.Split(raw, []byte("\n---\n")) {
-		docs = append(docs, d)
-	}
-	return docs
+	return bytes.Split(raw, []byte("\n---\n"))
 }
 
 // kyvernoException is a kyverno.io/v2 PolicyException, the fields the
