@@ -329,3 +329,22 @@ func TestLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestDebugPodHasAnAlternative: every page that shows the privileged
+// `kubectl debug` path to the doctor also points at the path that works
+// where policy refuses privileged pods.
+func TestDebugPodHasAnAlternative(t *testing.T) {
+	pages, err := filepath.Glob("*.md")
+	require.NoError(t, err)
+	pages = append(pages, "../README.md")
+	seen := 0
+	for _, p := range pages {
+		doc := readDoc(t, p)
+		if !strings.Contains(doc, "kubectl debug node/") || p == "e2e.md" || strings.Contains(doc, "\n## Check a node without a debug pod\n") {
+			continue
+		}
+		seen++
+		require.Contains(t, doc, "#check-a-node-without-a-debug-pod", "%s shows kubectl debug without the path that needs no privileged pod", p)
+	}
+	require.Positive(t, seen)
+}
