@@ -167,8 +167,9 @@ func TestKyvernoException(t *testing.T) {
 	require.Len(t, cel.Spec.MatchConditions, 1)
 	expr := cel.Spec.MatchConditions[0].Expression
 	require.Contains(t, expr, "object.metadata.namespace == '"+ReleaseNamespace+"'")
+	names := strings.Replace(expr, "object.metadata.namespace == '"+ReleaseNamespace+"'", "", 1)
 	for ds := range dsNames {
-		require.Contains(t, expr, "'"+ds+"'", "the CEL exception names DaemonSet %s", ds)
+		require.Equal(t, 2, strings.Count(names, "'"+ds+"'"), "the CEL exception names DaemonSet %s, as the DaemonSet and as its pods' owner", ds)
 	}
 }
 
