@@ -203,7 +203,7 @@ build_kyverno() {
 	} >"$mod/go.mod"
 	rm -f "$mod/go.sum"
 	local pkg=github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno
-	(cd "$mod" && go get "$pkg@$KYVERNO_VERSION" && go build -trimpath -o "$GOBIN/kyverno" "$pkg")
+	(cd "$mod" && go get "$pkg@$KYVERNO_VERSION" && go build -o "$GOBIN/kyverno" "$pkg")
 }
 
 build_gator() {
