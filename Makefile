@@ -85,7 +85,7 @@ DEMO_CGROUP ?= v1
 E2E_ENV = DRI_CDI_E2E_CACHE=$(E2E_CACHE) DRI_CDI_E2E_PRODUCT_BIN=$(CURDIR)/$(BIN) DRI_CDI_E2E_IMAGE=$(CURDIR)/$(IMAGE_ARCHIVE)
 
 .PHONY: e2e-tools
-e2e-tools: ## Install e2e apt packages; build or reuse kubelet, containerd, runc, crictl, control plane, etcd, CNI, helm, kustomize (root)
+e2e-tools: ## Install e2e apt packages; build or reuse kubelet, containerd, runc, crictl, control plane, etcd, CNI, helm, kustomize, kyverno, gator (root)
 	DRI_CDI_E2E_CACHE=$(E2E_CACHE) e2e/tools/install.sh
 
 .PHONY: e2e

@@ -15,6 +15,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+	"github.com/dri-cdi/dri-cdi/pkg/nodecheck"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/version"
 )
@@ -59,6 +60,13 @@ func Run(ctx context.Context, o Options) error {
 		Kind: conf.Kind(), Resources: conf, Authorizer: client, Devices: store, Metrics: met, Log: log,
 		HostStat: o.hostStat, Owner: sysfsOwner(o.SysfsRoot, log),
 	}
+	// /readyz says so while the kernel's record of device numbers is out
+	// of the identity check.
+	warnings := func() []string { return nil }
+	if pcfg.Owner == nil {
+		w := []string{noDevCharWarning(o.SysfsRoot)}
+		warnings = func() []string { return w }
+	}
 	if o.KubeletCheckpoint != "" {
 		// Bounded like a PodResources query: both run while the runtime waits.
 		pcfg.Checkpoint = kubeletcheckpoint.NewReader(o.KubeletCheckpoint, o.PodResourcesTimeout)
@@ -77,7 +85,9 @@ func Run(ctx context.Context, o Options) error {
 		}
 		var served sync.WaitGroup
 		defer served.Wait()
-		metrics.Start(ctx, &served, l, metrics.Handler(met.Registry(), metrics.Health{Ready: plugin.Ready(store)}), log.WithField("component", "metrics"))
+		h := metrics.Handler(met.Registry(), metrics.Health{Ready: plugin.Ready(store), Warnings: warnings})
+		h = nodecheck.Mount(h, nodecheck.NRI(o.CDIDir, conf.Kind(), o.PodResourcesSocket, o.NRISocket))
+		metrics.Start(ctx, &served, l, h, log.WithField("component", "metrics"))
 	}
 	watched := make(chan error, 1)
 	go func() { watched <- store.Watch(ctx) }()
@@ -96,8 +106,15 @@ func Run(ctx context.Context, o Options) error {
 func sysfsOwner(sysfs string, log *logrus.Entry) CharOwner {
 	dir := filepath.Join(sysfs, "dev", "char")
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		log.WithField("sysfsRoot", sysfs).Warn("no dev/char in the sysfs root: device nodes are checked against their host paths and by-path links only, not against the kernel's record of which card holds their numbers")
+		log.Warn(noDevCharWarning(sysfs))
 		return nil
 	}
 	return SysfsOwner(sysfs)
+}
+
+// noDevCharWarning is the log line and /readyz warning of a sysfs root
+// without dev/char.
+func noDevCharWarning(sysfs string) string {
+	return fmt.Sprintf("--sysfs-root %q has no dev/char: device nodes are checked against their host paths and "+
+		"by-path links only, not against the kernel's record of which card holds their numbers", sysfs)
 }

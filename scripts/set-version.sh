@@ -20,6 +20,9 @@ sed -i -e "s/^var Version = \"$(q "$old")\"\$/var Version = \"$new\"/" pkg/versi
 sed -i -e "s/?ref=$(q "$old")/?ref=$new/g" \
   -e "s|charts/dri-cdi --version $(q "$oldc")|charts/dri-cdi --version $newc|g" \
   -e "s|ghcr\.io/dri-cdi/dri-cdi:$(q "$old")|ghcr.io/dri-cdi/dri-cdi:$new|g" \
+  -e "s|raw\.githubusercontent\.com/dri-cdi/dri-cdi/$(q "$old")/|raw.githubusercontent.com/dri-cdi/dri-cdi/$new/|g" \
   README.md deployments/README.md docs/*.md
+sed -i -e "s/^    tag: $(q "$oldc")$/    tag: $newc/" deployments/gitops/flux/ocirepository.yaml
+sed -i -e "s/^    targetRevision: $(q "$oldc")$/    targetRevision: $newc/" deployments/gitops/argocd/application.yaml
 echo "$old -> $new; now write the CHANGELOG.md entry \"## [$new] - <date>\","
 echo "rewrite the golden files (cd deployments/test && go test ./... -update) and run make release-check"

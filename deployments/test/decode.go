@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,6 +28,9 @@ var codecs = func() serializer.CodecFactory {
 		corev1.AddToScheme, appsv1.AddToScheme, monitoringv1.AddToScheme,
 		// DRA mode: RBAC, the ResourceSlice policy, DeviceClasses.
 		rbacv1.AddToScheme, admissionregistrationv1.AddToScheme, resourcev1.AddToScheme,
+		// The Flux example (../gitops/flux): the types of Flux's own API
+		// modules, so that the example decodes as strictly as the rest.
+		helmv2.AddToScheme, sourcev1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err)

@@ -23,6 +23,9 @@ require (
 	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
+	github.com/fluxcd/pkg/apis/acl v0.10.0 // indirect
+	github.com/fluxcd/pkg/apis/kustomize v1.19.2 // indirect
+	github.com/fluxcd/pkg/apis/meta v1.30.2 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.3 // indirect
 	github.com/go-errors/errors v1.5.1 // indirect
@@ -80,6 +83,7 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260821135717-be32def86098 // indirect
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab // indirect
+	sigs.k8s.io/controller-runtime v0.25.2 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/kustomize/cmd/config v0.21.2 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
@@ -90,6 +94,8 @@ require (
 
 require (
 	github.com/dri-cdi/dri-cdi v0.0.0
+	github.com/fluxcd/helm-controller/api v1.6.5
+	github.com/fluxcd/source-controller/api v1.9.6
 	github.com/google/shlex v0.0.0-20191202100458-e7afc7fbc510
 	go.yaml.in/yaml/v3 v3.0.5
 	sigs.k8s.io/kustomize/kustomize/v5 v5.8.2

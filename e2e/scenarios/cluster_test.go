@@ -105,6 +105,13 @@ func TestClusterKustomize(t *testing.T) {
 		}
 	})
 
+	// A newcomer's path through policy engines and GitOps
+	// (cluster_policy_test.go).
+	t.Run("KyvernoExceptionNextToDaemonSet", func(t *testing.T) { policyExceptionNextToDaemonSet(t, c) })
+	t.Run("DoctorThroughAPIServerProxy", func(t *testing.T) { doctorThroughAPIServerProxy(t, c) })
+	t.Run("GitOpsExamplesAgainstSchemas", func(t *testing.T) { gitOpsExamples(t, c) })
+	t.Run("PolicyRecipesOffline", func(t *testing.T) { policyRecipesOffline(t, c) })
+
 	t.Run("AllocatableFollowsHotplug", func(t *testing.T) {
 		hot := harness.IntelGPU(2)
 		require.NoError(t, c.Node.Tree.Add(hot))

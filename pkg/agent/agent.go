@@ -17,6 +17,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+	"github.com/dri-cdi/dri-cdi/pkg/nodecheck"
 	"github.com/dri-cdi/dri-cdi/pkg/usage"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
@@ -95,6 +96,13 @@ type HostDir struct {
 	Path string
 	// Missing says what follows when it does not exist.
 	Missing string
+}
+
+// DevicePluginBackend is a Backend that registers with the kubelet's
+// device plugin directory: the doctor checks the daemon serves (/doctor)
+// then include that directory's kubelet socket.
+type DevicePluginBackend interface {
+	DevicePluginDir() string
 }
 
 // Starter is a Backend with work to do once before the first pass (the
@@ -193,6 +201,17 @@ func (l *Loop) Run(ctx context.Context, backend Backend) error {
 	return a.run(ctx, ln)
 }
 
+// nodeCheck is the doctor checks the daemon serves at /doctor: its cards
+// and CDI specs, and the kubelet's device plugin socket when the backend
+// registers there.
+func (a *agent) nodeCheck() *nodecheck.Handler {
+	dir, dp := "", false
+	if b, ok := a.backend.(DevicePluginBackend); ok {
+		dir, dp = b.DevicePluginDir(), true
+	}
+	return nodecheck.Agent(a.opts.Roots, a.opts.CDIDir, a.rec.cfg.Kind(), dir, dp)
+}
+
 // warnings are what /readyz reports without failing: missing host
 // directories and a spec directory that cannot be written.
 func (a *agent) warnings() []string {
@@ -231,6 +250,7 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 
 	if ln != nil {
 		h := metrics.Handler(a.met.Registry, metrics.Health{Ready: a.Ready, Warnings: a.warnings})
+		h = nodecheck.Mount(h, a.nodeCheck())
 		metrics.Start(ctx, &wg, ln, h, a.log.WithField("component", "metrics"))
 	}
 	a.startUsage(ctx, &wg)

@@ -65,7 +65,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	}
 	f := newFlags("dri-cdi", "[global flags] <command> [flags]", rootHelp)
 	logFormat := f.String("log-format", "text", "log format: text or json")
-	logLevel := f.String("log-level", "info", "log level: panic, fatal, error, warn, info, debug or trace")
+	logLevel := f.String("log-level", "info", "log level: "+strings.Join(logging.Levels, ", "))
 	f.finish()
 	f.footer = commandList(commands()) + "\nRun \"dri-cdi help <command>\" for the flags of a command.\n"
 	err := f.parse(&env, args, true)

@@ -6,6 +6,8 @@
 //	dri-cdi cdi generate                 the CDI specs dri-cdi-agent writes for them
 //	dri-cdi cdi list                     the CDI device names a runtime can resolve
 //	dri-cdi cdi validate                 check every CDI spec file in the spec dirs
+//	dri-cdi doctor                       check this node's runtime, kubelet and GPUs for dri-cdi
+//	dri-cdi top                          what each pod and container does with each GPU
 //	dri-cdi version                      the build version
 //
 // "dri-cdi help <command>" and "-h" print a command's usage. Every flag

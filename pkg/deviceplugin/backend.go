@@ -42,9 +42,10 @@ type Backend struct {
 }
 
 var (
-	_ agent.Backend       = (*Backend)(nil)
-	_ agent.Starter       = (*Backend)(nil)
-	_ agent.InUseReporter = (*Backend)(nil)
+	_ agent.Backend             = (*Backend)(nil)
+	_ agent.DevicePluginBackend = (*Backend)(nil)
+	_ agent.Starter             = (*Backend)(nil)
+	_ agent.InUseReporter       = (*Backend)(nil)
 )
 
 // NewBackend checks o and builds the backend for cfg; its metrics go
@@ -77,6 +78,10 @@ func (b *Backend) HostDirs() []agent.HostDir {
 	return []agent.HostDir{{Path: b.kubeletDir,
 		Missing: "the kubelet's device plugin directory (--kubelet-dir) is missing, so no resource can be registered; the kubelet creates it when it starts"}}
 }
+
+// DevicePluginDir is the kubelet's device plugin directory
+// (agent.DevicePluginBackend).
+func (b *Backend) DevicePluginDir() string { return b.kubeletDir }
 
 // BeforeFirstPass removes the sockets a crashed agent left: the kubelet
 // would keep dialing them (agent.Starter).

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/dpapi"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
 
@@ -39,9 +40,8 @@ const (
 )
 
 // DefaultKubeletDir is the kubelet's device-plugins directory on a
-// standard node: pluginapi.DevicePluginPath without its trailing slash
-// (the kubelet serves it there even with --root-dir).
-const DefaultKubeletDir = "/var/lib/kubelet/device-plugins"
+// standard node (dpapi.DefaultKubeletDir).
+const DefaultKubeletDir = dpapi.DefaultKubeletDir
 
 // Options configure a Manager.
 type Options struct {

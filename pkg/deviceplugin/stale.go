@@ -10,11 +10,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/dpapi"
 )
 
 // SocketPrefix starts the name of every socket the Manager serves in the
 // kubelet dir; no other plugin's socket is ever touched.
-const SocketPrefix = "dri-cdi-"
+const SocketPrefix = dpapi.SocketPrefix
 
 // staleDialTimeout bounds the check whether a socket is served.
 const staleDialTimeout = time.Second

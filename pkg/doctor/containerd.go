@@ -33,6 +33,9 @@ type containerdConfig struct {
 	// Path is the main file; Imports the files merged into it, in order.
 	Path    string
 	Imports []string
+	// ImportPatterns are the imports keys as the files give them, before
+	// globbing (a drop-in directory with no file yet matches nothing).
+	ImportPatterns []string
 	// Version is the config's version key; 1 when it has none.
 	Version int
 	// EnableCDI is the enable_cdi key of the CRI plugin, nil when unset.
@@ -104,6 +107,7 @@ func loadContainerdConfig(path string, host func(string) string) (*containerdCon
 			if !filepath.IsAbs(imp) {
 				imp = filepath.Join(filepath.Dir(p), imp)
 			}
+			cfg.ImportPatterns = append(cfg.ImportPatterns, imp)
 			matches, err := filepath.Glob(host(imp))
 			if err != nil {
 				return nil, fmt.Errorf("%w %s: import %q: %w", ErrBadConfig, p, imp, err)
@@ -242,13 +246,16 @@ func (v semver) atLeast(major, minor int) bool {
 	return v.major > major || (v.major == major && v.minor >= minor)
 }
 
-// parseVersion accepts "2.4.2", "v1.7.27" or the output of
-// `containerd --version` ("containerd github.com/... v2.4.2 <commit>").
+// parseVersion accepts "2.4.2", "v1.7.27", the output of
+// `containerd --version` ("containerd github.com/... v2.4.2 <commit>") or
+// `k3s ctr version`, or a node's CONTAINER-RUNTIME as kubectl prints it
+// ("containerd://2.3.2-k3s2").
 func parseVersion(s string) (semver, error) {
 	if s == "" {
 		return semver{}, nil
 	}
 	for _, f := range strings.Fields(s) {
+		f = strings.TrimPrefix(f, "containerd://")
 		f = strings.TrimPrefix(f, "v")
 		parts := strings.SplitN(f, ".", 3)
 		if len(parts) < 2 {

@@ -7,10 +7,14 @@
 //
 //   - the containerd configuration (version 2 and version 3 layouts, with
 //     its imports): is CDI on, is the CDI spec directory in cdi_spec_dirs,
-//     is NRI on and reachable on the socket the plugin dials; next to a k3s
-//     config it names the template k3s renders that config version from
-//     (config-v3.toml.tmpl for version 3, config.toml.tmpl for version 2)
-//     and whether this k3s embeds containerd 2.x;
+//     is NRI on and reachable on the socket the plugin dials; while k3s's
+//     containerd answers on its socket it reads k3s's generated config
+//     rather than /etc/containerd/config.toml, and says which file it read
+//     and why; next to a k3s config it names the drop-in directory the
+//     config imports (config-v3.toml.d/) or else the template k3s renders
+//     that config version from (config-v3.toml.tmpl for version 3,
+//     config.toml.tmpl for version 2) and whether this k3s embeds
+//     containerd 2.x;
 //   - the kubelet: its device plugin directory and kubelet.sock, and the
 //     PodResources socket;
 //   - the cgroup version and what enforces a container's device access:
@@ -26,6 +30,10 @@
 //
 // Each check ends OK, WARN or FAIL; a FAIL makes the report failed. Every
 // path is an Option, so tests run against fixture trees.
+//
+// CheckScope runs a chosen subset, the checks a daemon can make from its
+// own container; it never reads the containerd config. pkg/nodecheck
+// serves such reports on the daemons' metrics ports.
 //
 // # Host root
 //

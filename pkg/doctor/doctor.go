@@ -7,11 +7,9 @@ import (
 	"io"
 	"strings"
 
-	nriapi "github.com/containerd/nri/pkg/api"
-
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
-	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/dpapi"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
@@ -29,9 +27,9 @@ const (
 // Delivery modes of the agent (its --delivery flag), as the plain strings
 // of Options and Report. pkg/deviceplugin owns the names.
 const (
-	DeliveryCDICRI      = string(deviceplugin.DeliveryCDICRI)
-	DeliveryNRI         = string(deviceplugin.DeliveryNRI)
-	DeliveryDeviceSpecs = string(deviceplugin.DeliveryDeviceSpecs)
+	DeliveryCDICRI      = string(dpapi.DeliveryCDICRI)
+	DeliveryNRI         = string(dpapi.DeliveryNRI)
+	DeliveryDeviceSpecs = string(dpapi.DeliveryDeviceSpecs)
 )
 
 // Result is one check's outcome.
@@ -55,6 +53,10 @@ type Report struct {
 	Recommended string `json:"recommendedDelivery"`
 	// Failed is true when any check failed.
 	Failed bool `json:"failed"`
+	// Scope, when set, says that only some checks ran and from where
+	// (CheckScope); NotChecked then lists what this place cannot see.
+	Scope      string   `json:"scope,omitempty"`
+	NotChecked []string `json:"notChecked,omitempty"`
 }
 
 // Options are the paths and settings the checks use.
@@ -97,6 +99,12 @@ var DefaultContainerdConfigs = []string{
 	"/var/lib/rancher/rke2/agent/etc/containerd/config.toml",
 }
 
+// DefaultNRISocket is containerd's default NRI socket, what
+// nri.DefaultSocket is. It is written out rather than taken from NRI's
+// api package, which would link a WASM runtime into every daemon that
+// serves the doctor's checks (pkg/nodecheck); a test keeps them equal.
+const DefaultNRISocket = "/var/run/nri/nri.sock"
+
 // DefaultOptions are the paths of a standard node, matching the defaults
 // of dri-cdi-agent and dri-cdi-nri.
 func DefaultOptions() Options {
@@ -104,10 +112,10 @@ func DefaultOptions() Options {
 		Root:               "/",
 		CDIDir:             cdi.DefaultDir,
 		CDIKind:            cdi.DefaultKind,
-		KubeletDir:         deviceplugin.DefaultKubeletDir,
+		KubeletDir:         dpapi.DefaultKubeletDir,
 		PluginsRegistryDir: config.DRARegistrarDir,
 		PodResourcesSocket: podresources.DefaultSocket,
-		NRISocket:          nriapi.DefaultSocketPath, // what nri.DefaultSocket is
+		NRISocket:          DefaultNRISocket,
 		SysfsRoot:          drm.DefaultRoots.Sysfs,
 		DevRoot:            drm.DefaultRoots.Dev,
 		Delivery:           DeliveryCDICRI,
@@ -118,7 +126,7 @@ func DefaultOptions() Options {
 // never writes to the node; its only error is about opts themselves (an
 // unknown delivery mode), not about the node, whose faults are results.
 func Check(ctx context.Context, opts Options) (*Report, error) {
-	if _, err := deviceplugin.ParseDelivery(opts.Delivery); err != nil {
+	if _, err := dpapi.ParseDelivery(opts.Delivery); err != nil {
 		return nil, err
 	}
 	d := &doctor{opts: opts, ctx: ctx, root: newHostRoot(opts.Root)}
@@ -157,6 +165,14 @@ func (r *Report) WriteText(w io.Writer) error {
 	counts := map[Status]int{}
 	for _, res := range r.Results {
 		counts[res.Status]++
+	}
+	if r.Scope != "" {
+		fmt.Fprintf(&b, "\n%d OK, %d WARN, %d FAIL; %s\n", counts[OK], counts[Warn], counts[Fail], r.Scope)
+		for _, n := range r.NotChecked {
+			fmt.Fprintf(&b, "not checked: %s\n", n)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
 	}
 	fmt.Fprintf(&b, "\n%d OK, %d WARN, %d FAIL; delivery %s, recommended %s\n",
 		counts[OK], counts[Warn], counts[Fail], r.Delivery, r.Recommended)

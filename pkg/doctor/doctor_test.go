@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	nriapi "github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -29,6 +30,12 @@ type node struct {
 	specs map[string]string
 	// matchingSpecs writes a correct spec for every GPU.
 	matchingSpecs bool
+	// With config "k3s": leftover is a fixture copied to
+	// /etc/containerd/config.toml too (another containerd install);
+	// k3sRunning serves K3sContainerdSocket; k3sDropIns makes the
+	// generated config import config-v3.toml.d/*.toml, as newer k3s does.
+	leftover               string
+	k3sRunning, k3sDropIns bool
 }
 
 // build lays the node out under a fresh short temp dir (unix socket
@@ -54,6 +61,19 @@ func (n node) build(t *testing.T) Options {
 	case "":
 	case "k3s":
 		copyTree(t, "testdata/containerd/var", filepath.Join(root, "var"))
+		if n.leftover != "" {
+			copyTree(t, filepath.Join("testdata/containerd", n.leftover), filepath.Join(root, "etc/containerd/config.toml"))
+		}
+		if n.k3sDropIns {
+			dir := filepath.Join(root, "var/lib/rancher/k3s/agent/etc/containerd")
+			gen := filepath.Join(dir, "config.toml")
+			raw, err := os.ReadFile(gen)
+			require.NoError(t, err)
+			head, rest, _ := strings.Cut(string(raw), "\n")
+			writeFile(t, gen, head+"\nimports = [\"/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.d/*.toml\"]\n"+rest)
+			require.NoError(t, os.Remove(filepath.Join(dir, K3sTemplateV3)))
+			writeFile(t, filepath.Join(dir, "config-v3.toml.d/50-nri.toml"), "[plugins.'io.containerd.nri.v1.nri']\n  disable = false\n")
+		}
 	default:
 		copyTree(t, filepath.Join("testdata/containerd", n.config), filepath.Join(root, "etc/containerd/config.toml"))
 		copyTree(t, "testdata/containerd/conf.d", filepath.Join(root, "etc/containerd/conf.d"))
@@ -74,6 +94,9 @@ func (n node) build(t *testing.T) Options {
 	}
 	if !n.noNRISocket {
 		listen(opts.NRISocket)
+	}
+	if n.k3sRunning {
+		listen(K3sContainerdSocket)
 	}
 	cg := filepath.Join(root, "sys/fs/cgroup")
 	switch n.cgroup {
@@ -168,6 +191,33 @@ func TestCheck(t *testing.T) {
 			wantIn: map[string]string{
 				"containerd.config":   "/var/lib/rancher/k3s/agent/etc/containerd/config.toml (version 3",
 				"containerd.template": "config-v3.toml.tmpl",
+			},
+			recommended: DeliveryCDICRI,
+		},
+		"k3s running next to a leftover containerd config: k3s's config is read": {
+			node: node{config: "k3s", cgroup: "v2", leftover: "nri-disabled.toml", k3sRunning: true},
+			want: map[string]Status{"containerd.config": OK, "containerd.nri": OK, "k3s": OK},
+			wantIn: map[string]string{
+				"containerd.config": "/var/lib/rancher/k3s/agent/etc/containerd/config.toml (version 3); read because k3s's containerd answers on /run/k3s/containerd/containerd.sock; not read: /etc/containerd/config.toml",
+			},
+			recommended: DeliveryCDICRI,
+		},
+		"k3s not running next to a leftover containerd config: the first is read and the other named": {
+			node: node{config: "k3s", cgroup: "v2", leftover: "nri-disabled.toml", noNRISocket: true},
+			want: map[string]Status{"containerd.config": OK, "containerd.nri": Fail},
+			wantIn: map[string]string{
+				"containerd.config": "/etc/containerd/config.toml (version 3); read because it comes first and /run/k3s/containerd/containerd.sock does not answer; not read: /var/lib/rancher/k3s/agent/etc/containerd/config.toml (pass --containerd-config to choose)",
+			},
+			failed:      true,
+			recommended: DeliveryDeviceSpecs,
+		},
+		"k3s with a drop-in directory": {
+			node: node{config: "k3s", cgroup: "v2", k3sRunning: true, k3sDropIns: true},
+			want: map[string]Status{"containerd.config": OK, "containerd.template": OK, "containerd.nri": OK},
+			wantIn: map[string]string{
+				"containerd.config":   "imports /var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.d/50-nri.toml",
+				"containerd.template": "imports /var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.d/*.toml: put additions there",
+				"containerd.nri":      "disable = false",
 			},
 			recommended: DeliveryCDICRI,
 		},
@@ -427,6 +477,10 @@ func TestReportWrite(t *testing.T) {
 	require.ErrorContains(t, err, `invalid delivery mode "cdi"`)
 }
 
+func TestDefaultNRISocket(t *testing.T) {
+	require.Equal(t, nriapi.DefaultSocketPath, DefaultNRISocket)
+}
+
 func TestSamePath(t *testing.T) {
 	cases := map[string]struct {
 		a, b string
@@ -456,6 +510,7 @@ func TestParseVersion(t *testing.T) {
 		"v prefix":       {"v1.7.27", semver{1, 7}, false},
 		"--version line": {"containerd github.com/containerd/containerd/v2 v2.3.1 1a2b3c", semver{2, 3}, false},
 		"ctr version":    {"  Version:  v2.0.5-k3s1", semver{2, 0}, false},
+		"node runtime":   {"containerd://2.3.2-k3s2", semver{2, 3}, false},
 		"garbage":        {"latest", semver{}, true},
 	}
 	for name, tc := range cases {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
-	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/dpapi"
 )
 
 // checkDRA fails a node that serves our cards both through the device
@@ -20,12 +20,12 @@ import (
 // card to a device-plugin pod and to a DRA claim, and each would remove
 // the other's spec files. The evidence is on the host: the agent's
 // registration sockets in the kubelet's device-plugins dir
-// (deviceplugin.SocketPrefix*.sock) and the DRA plugin's registration
+// (dpapi.SocketPrefix*.sock) and the DRA plugin's registration
 // socket in plugins_registry (config.DRARegistrationSocket, or the
 // rolling-update form "<driver>-<pod UID>-reg.sock").
 func (d *doctor) checkDRA() {
 	plugins := d.sockets(d.opts.KubeletDir, func(name string) bool {
-		return strings.HasPrefix(name, deviceplugin.SocketPrefix) && strings.HasSuffix(name, ".sock")
+		return strings.HasPrefix(name, dpapi.SocketPrefix) && strings.HasSuffix(name, ".sock")
 	})
 	dra := d.sockets(d.opts.PluginsRegistryDir, func(name string) bool {
 		return name == config.DRARegistrationSocket ||

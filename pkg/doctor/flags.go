@@ -14,7 +14,7 @@ var ErrChecksFailed = errors.New("doctor: at least one check failed")
 func RegisterFlags(fs *flag.FlagSet, opts *Options) {
 	fs.StringVar(&opts.Root, "host-root", opts.Root, "where the host's filesystem is mounted (e.g. /host in a debug pod); every other path is looked up below it")
 	fs.StringVar(&opts.ContainerdConfig, "containerd-config", opts.ContainerdConfig, "containerd config file (default: the first that exists of /etc/containerd/config.toml and the k3s and RKE2 ones)")
-	fs.StringVar(&opts.ContainerdVersion, "containerd-version", opts.ContainerdVersion, "containerd version, as `containerd --version` prints it (some settings differ between versions)")
+	fs.StringVar(&opts.ContainerdVersion, "containerd-version", opts.ContainerdVersion, "containerd version, as `containerd --version`, `k3s ctr version` or the node's CONTAINER-RUNTIME in `kubectl get nodes -o wide` print it (some settings differ between versions)")
 	fs.StringVar(&opts.CDIDir, "cdi-dir", opts.CDIDir, "directory of the agent's CDI specs")
 	fs.StringVar(&opts.CDIKind, "cdi-kind", opts.CDIKind, "CDI kind of the agent's devices")
 	fs.StringVar(&opts.KubeletDir, "kubelet-dir", opts.KubeletDir, "kubelet device plugin directory")

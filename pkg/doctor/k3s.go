@@ -2,9 +2,11 @@ package doctor
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // K3s templates: k3s rewrites its containerd config.toml on every start
@@ -24,6 +26,71 @@ const (
 // CDI off.
 var K3sContainerd2Releases = []string{"v1.31.6+k3s1", "v1.32.2+k3s1"}
 
+// K3sContainerdSocket is where the containerd that k3s (and RKE2) runs
+// serves its API while k3s runs.
+const K3sContainerdSocket = "/run/k3s/containerd/containerd.sock"
+
+// k3sDropInDirs are the drop-in directories that k3s's generated config
+// imports (`imports = [".../config-v3.toml.d/*.toml"]`) in the k3s
+// releases that have them, by config version.
+var k3sDropInDirs = map[int]string{3: "config-v3.toml.d", 2: "config.toml.d"}
+
+// findContainerdConfig picks the containerd config to read: the one
+// --containerd-config names; else, when k3s's containerd answers on
+// K3sContainerdSocket, the config k3s (or RKE2) generated for it, since a
+// leftover /etc/containerd/config.toml of another containerd install is
+// not what that containerd reads; else the first of
+// DefaultContainerdConfigs that exists. why says, for the report, why a
+// default was chosen ("" for the flag or when nothing was found).
+func (d *doctor) findContainerdConfig() (path, why string) {
+	if d.opts.ContainerdConfig != "" {
+		return d.opts.ContainerdConfig, ""
+	}
+	var found []string
+	for _, p := range DefaultContainerdConfigs {
+		if _, err := os.Stat(d.host(p)); err == nil {
+			found = append(found, p)
+		}
+	}
+	if len(found) == 0 {
+		return "", ""
+	}
+	others := func(chosen string) string {
+		var o []string
+		for _, p := range found {
+			if p != chosen {
+				o = append(o, p)
+			}
+		}
+		if len(o) == 0 {
+			return ""
+		}
+		return "; not read: " + strings.Join(o, ", ")
+	}
+	if d.k3sRunning() {
+		for _, p := range found {
+			if strings.Contains(p, "/rancher/") {
+				return p, fmt.Sprintf("; read because k3s's containerd answers on %s%s", K3sContainerdSocket, others(p))
+			}
+		}
+	}
+	if len(found) > 1 {
+		return found[0], fmt.Sprintf("; read because it comes first and %s does not answer%s (pass --containerd-config to choose)", K3sContainerdSocket, others(found[0]))
+	}
+	return found[0], ""
+}
+
+// k3sRunning reports whether a containerd answers on K3sContainerdSocket:
+// a connection, not just the file, since a stopped k3s can leave it.
+func (d *doctor) k3sRunning() bool {
+	c, err := net.DialTimeout("unix", d.host(K3sContainerdSocket), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
 // k3sFloor names K3sContainerd2Releases for messages.
 func k3sFloor() string { return strings.Join(K3sContainerd2Releases, " / ") }
 
@@ -40,11 +107,39 @@ func k3sTemplateFor(version int) string {
 // from, chosen by the generated config's version: k3s rewrites
 // config.toml on every start, so changes go into the template. For k3s it
 // also says whether this release embeds containerd 2.x.
-func (d *doctor) checkK3sTemplate(path string, version int) {
+func (d *doctor) checkK3sTemplate(path string, cfg *containerdConfig) {
 	if !strings.Contains(path, "/rancher/") {
 		return
 	}
+	version := cfg.Version
 	dir := filepath.Dir(path)
+	if dropIn, ok := k3sDropIns(dir, version, cfg.ImportPatterns); ok {
+		d.add("containerd.template", OK, fmt.Sprintf("%s (version %d) is generated on every start and imports %s/*.toml: put additions there (e.g. %s/50-dri-cdi.toml) rather than in a template",
+			path, version, dropIn, dropIn), "")
+	} else {
+		d.checkK3sTemplateFile(path, dir, version)
+	}
+	d.checkK3sRelease(path, version)
+}
+
+// k3sDropIns returns the drop-in directory that a generated config of
+// this version imports, if it does.
+func k3sDropIns(dir string, version int, patterns []string) (string, bool) {
+	want := filepath.Join(dir, k3sDropInDirs[version])
+	if version != 2 && version != 3 {
+		return "", false
+	}
+	for _, p := range patterns {
+		if filepath.Dir(p) == want {
+			return want, true
+		}
+	}
+	return "", false
+}
+
+// checkK3sTemplateFile reports the template a generated config without
+// drop-ins is rendered from.
+func (d *doctor) checkK3sTemplateFile(path, dir string, version int) {
 	exists := func(name string) bool {
 		_, err := os.Stat(d.host(filepath.Join(dir, name)))
 		return err == nil
@@ -67,6 +162,11 @@ func (d *doctor) checkK3sTemplate(path string, version int) {
 		d.add("containerd.template", OK, fmt.Sprintf("%s (version %d) is generated on every start; to change it create %s starting with {{ template \"base\" . }}",
 			path, version, want), "")
 	}
+}
+
+// checkK3sRelease says from the config version whether this k3s embeds
+// containerd 2.x.
+func (d *doctor) checkK3sRelease(path string, version int) {
 	if !strings.Contains(path, "/rancher/k3s/") {
 		return
 	}
@@ -75,5 +175,5 @@ func (d *doctor) checkK3sTemplate(path string, version int) {
 		return
 	}
 	d.add("k3s", Warn, fmt.Sprintf("version %d config: k3s older than %s embeds containerd 1.7, with NRI and CDI off by default (a k3s with containerd 2.x writes version 2 only from a legacy %s)", version, k3sFloor(), K3sTemplateV2),
-		fmt.Sprintf("upgrade k3s to %s or later; or enable CDI and NRI in %s (docs/k3s.md); or deploy the nri-mode or device-specs overlay that doctor recommends", k3sFloor(), want))
+		fmt.Sprintf("upgrade k3s to %s or later; or enable CDI and NRI in %s (docs/k3s.md); or deploy the nri-mode or device-specs overlay that doctor recommends", k3sFloor(), filepath.Join(filepath.Dir(path), k3sTemplateFor(version))))
 }

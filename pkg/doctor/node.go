@@ -17,6 +17,13 @@ import (
 )
 
 func (d *doctor) checkKubelet() {
+	d.checkDevicePluginDir()
+	d.checkPodResources()
+}
+
+// checkDevicePluginDir reports the kubelet's device plugin registration
+// socket.
+func (d *doctor) checkDevicePluginDir() {
 	dir := d.opts.KubeletDir
 	if fi, err := os.Stat(d.host(dir)); err != nil || !fi.IsDir() {
 		d.add("kubelet.device-plugins", Fail, fmt.Sprintf("%s is not a directory: is the kubelet running, with its default root dir?", dir),
@@ -27,7 +34,10 @@ func (d *doctor) checkKubelet() {
 	} else {
 		d.add("kubelet.device-plugins", OK, filepath.Join(dir, "kubelet.sock")+" is a socket", "")
 	}
+}
 
+// checkPodResources reports the kubelet's PodResources socket.
+func (d *doctor) checkPodResources() {
 	bad := Fail
 	if d.opts.Delivery == DeliveryDeviceSpecs {
 		bad = Warn

@@ -31,17 +31,9 @@ func (d *doctor) checkContainerd() runtimeState {
 	var st runtimeState
 	ver, err := parseVersion(d.opts.ContainerdVersion)
 	if err != nil {
-		d.add("containerd.version", Fail, err.Error(), "pass the version as `containerd --version` prints it, e.g. --containerd-version 2.4.2")
+		d.add("containerd.version", Fail, err.Error(), "pass the version as `containerd --version`, `k3s ctr version` or `kubectl get nodes -o wide` (CONTAINER-RUNTIME) print it, e.g. --containerd-version 2.4.2")
 	}
-	path := d.opts.ContainerdConfig
-	if path == "" {
-		for _, p := range DefaultContainerdConfigs {
-			if _, err := os.Stat(d.host(p)); err == nil {
-				path = p
-				break
-			}
-		}
-	}
+	path, why := d.findContainerdConfig()
 	var cfg *containerdConfig
 	switch {
 	case path == "":
@@ -65,9 +57,9 @@ func (d *doctor) checkContainerd() runtimeState {
 		if len(cfg.Imports) > 0 {
 			msg += ", imports " + strings.Join(cfg.Imports, ", ")
 		}
-		msg += ")"
+		msg += ")" + why
 		d.add("containerd.config", OK, msg, "")
-		d.checkK3sTemplate(path, cfg.Version)
+		d.checkK3sTemplate(path, cfg)
 	}
 	hasNRI := d.checkVersion(ver)
 	st.cdi = d.checkCDI(cfg, ver)

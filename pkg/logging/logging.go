@@ -8,12 +8,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 )
 
-// New returns a logger writing to w in format "text" or "json" at the
-// given level (panic, fatal, error, warn, info, debug, trace).
+// Levels are the log levels every binary accepts, from the fewest lines
+// to the most. The Helm chart's values schema and docs/configuration.md
+// list the same (docs/docs_test.go checks both).
+var Levels = []string{"error", "warn", "info", "debug", "trace"}
+
+// New returns a logger writing to w in format "text" or "json" at one of
+// Levels ("" is info).
 func New(w io.Writer, format, level string) (*logrus.Logger, error) {
 	l := logrus.New()
 	l.SetOutput(w)
@@ -27,6 +34,9 @@ func New(w io.Writer, format, level string) (*logrus.Logger, error) {
 	}
 	if level == "" {
 		level = "info"
+	}
+	if !slices.Contains(Levels, level) {
+		return nil, fmt.Errorf("invalid log level %q: want one of %s", level, strings.Join(Levels, ", "))
 	}
 	lv, err := logrus.ParseLevel(level)
 	if err != nil {
@@ -45,7 +55,7 @@ type Flags struct {
 // Register adds --log-format and --log-level to fs, writing into f.
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Format, "log-format", "text", "log format: text or json")
-	fs.StringVar(&f.Level, "log-level", "info", "log level: error, warn, info, debug, trace")
+	fs.StringVar(&f.Level, "log-level", "info", "log level: "+strings.Join(Levels, ", "))
 }
 
 // New returns the logger the flags ask for, writing to w.

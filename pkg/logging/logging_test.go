@@ -18,5 +18,14 @@ func TestNew(t *testing.T) {
 	_, err = New(&buf, "xml", "info")
 	require.ErrorContains(t, err, `invalid log format "xml"`)
 	_, err = New(&buf, "text", "loud")
-	require.ErrorContains(t, err, `invalid log level "loud"`)
+	require.ErrorContains(t, err, `invalid log level "loud": want one of error, warn, info, debug, trace`)
+	// logrus knows these too, but no binary documents or needs them.
+	for _, level := range []string{"panic", "fatal", "warning"} {
+		_, err = New(&buf, "text", level)
+		require.ErrorContains(t, err, `invalid log level "`+level+`"`)
+	}
+	for _, level := range Levels {
+		_, err = New(&buf, "text", level)
+		require.NoError(t, err, level)
+	}
 }
