@@ -276,3 +276,58 @@ func TestDoctorReaderRole(t *testing.T) {
 	}, role.Rules)
 	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, binding.RoleRef)
 }
+
+// TestKyvernoUsageException checks the exception for the agent with
+// usage on: exactly the policies usage's grants trip, in
+// both kinds and every rule in its autogen form too, for exactly the two
+// DaemonSets that run the scans (the device plugin's and the DRA
+// plugin's), in the dri-cdi namespace. The cluster e2e runs Kyverno's CLI
+// on a usage rendering with and without it.
+func TestKyvernoUsageException(t *testing.T) {
+	docs := yamlDocs(t, filepath.Join(policyDir, "kyverno-policyexception-usage.yaml"))
+	require.Len(t, docs, 2)
+	var v2 kyvernoException
+	require.NoError(t, yaml.UnmarshalStrict(docs[0], &v2))
+	require.Equal(t, "kyverno.io/v2", v2.APIVersion)
+	var cel celException
+	require.NoError(t, yaml.UnmarshalStrict(docs[1], &cel))
+	require.Equal(t, "policies.kyverno.io/v1", cel.APIVersion)
+
+	want := []string{"disallow-capabilities", "disallow-capabilities-strict", "restrict-apparmor-profiles"}
+	var v2Policies, celPolicies []string
+	for _, e := range v2.Spec.Exceptions {
+		v2Policies = append(v2Policies, e.PolicyName)
+		for _, r := range e.RuleNames {
+			if !strings.HasPrefix(r, "autogen-") {
+				require.Contains(t, e.RuleNames, "autogen-"+r, e.PolicyName)
+			}
+		}
+	}
+	for _, r := range cel.Spec.PolicyRefs {
+		require.Equal(t, "ValidatingPolicy", r.Kind)
+		celPolicies = append(celPolicies, r.Name)
+	}
+	sort.Strings(v2Policies)
+	sort.Strings(celPolicies)
+	require.Equal(t, want, v2Policies)
+	require.Equal(t, want, celPolicies)
+
+	scanners := map[string]bool{"dri-cdi": true, "dri-cdi-dra": true}
+	listed := map[string]bool{}
+	for _, m := range v2.Spec.Match.Any {
+		require.Equal(t, []string{ReleaseNamespace}, m.Resources.Namespaces)
+		if m.Resources.Kinds[0] == "DaemonSet" {
+			for _, n := range m.Resources.Names {
+				listed[n] = true
+			}
+		}
+	}
+	require.Equal(t, scanners, listed, "the usage exception names exactly the DaemonSets that scan")
+	expr := cel.Spec.MatchConditions[0].Expression
+	require.Contains(t, expr, "object.metadata.namespace == '"+ReleaseNamespace+"'")
+	expr = strings.Replace(expr, "object.metadata.namespace == '"+ReleaseNamespace+"'", "", 1)
+	for ds := range scanners {
+		require.Equal(t, 2, strings.Count(expr, "'"+ds+"'"), ds)
+	}
+	require.NotContains(t, expr, "'dri-cdi-nri'", "the NRI plugin does not scan")
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -186,6 +187,33 @@ func policyRecipesOffline(t *testing.T, c toolRunner) {
 	exceptions := map[string]string{"ClusterPolicy": write("exception-v2.yaml", docs[0]), "ValidatingPolicy": write("exception-cel.yaml", docs[1])}
 
 	want := []string{"disallow-host-path", "require-run-as-non-root-user", "require-run-as-nonroot", "restrict-volume-types"}
+	// The base with components/usage: the agent's usage grants trip two
+	// more baseline policies, which the usage exception covers.
+	usageDir := filepath.Join(dir, "usage")
+	require.NoError(t, os.MkdirAll(usageDir, 0o755))
+	rel := func(p string) string {
+		r, err := filepath.Rel(usageDir, repoFile(t, p))
+		require.NoError(t, err)
+		return r
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(usageDir, "kustomization.yaml"), []byte(fmt.Sprintf(
+		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n",
+		rel("deployments/kustomize/base"), rel("deployments/kustomize/components/usage"))), 0o644))
+	usageOut, err := c.Kustomize(ctx, usageDir)
+	require.NoError(t, err)
+	require.Contains(t, usageOut, "--usage=true")
+	usageRes := write("resources-usage.yaml", daemonSetsAndPods(t, []string{usageOut}))
+	usageDocs := strings.Split(mustReadString(t, repoFile(t, "deployments/policy/kyverno-policyexception-usage.yaml")), "\n---\n")
+	require.Len(t, usageDocs, 2)
+	usageExceptions := map[string]string{"ClusterPolicy": write("usage-exception-v2.yaml", usageDocs[0]), "ValidatingPolicy": write("usage-exception-cel.yaml", usageDocs[1])}
+	// Kyverno 1.19's ClusterPolicy form of restrict-apparmor-profiles
+	// checks the annotation only; its ValidatingPolicy form checks the
+	// field too.
+	usageExtra := map[string][]string{
+		"ClusterPolicy":    {"disallow-capabilities", "disallow-capabilities-strict"},
+		"ValidatingPolicy": {"disallow-capabilities", "disallow-capabilities-strict", "restrict-apparmor-profiles"},
+	}
+
 	for _, policyType := range []string{"ClusterPolicy", "ValidatingPolicy"} {
 		t.Run("kyverno-"+policyType, func(t *testing.T) {
 			// helm template does not ask the API server for its version;
@@ -213,6 +241,21 @@ func policyRecipesOffline(t *testing.T, c toolRunner) {
 				stranger, _ := c.Run(ctx, tools.Kyverno, "apply", policies, "--resource", other, "--exception", exceptions[policyType], "--detailed-results", "--remove-color")
 				require.Equal(t, want, failedPolicies(stranger), "the exception must not admit other workloads:\n%s", stranger)
 			}
+
+			// Usage on: refused by two more policies; the base exception
+			// alone leaves exactly those; with the usage exception too,
+			// nothing.
+			usageWant := append(slices.Clone(want), usageExtra[policyType]...)
+			sort.Strings(usageWant)
+			without, _ := c.Run(ctx, tools.Kyverno, "apply", policies, "--resource", usageRes, "--detailed-results", "--remove-color")
+			require.Equal(t, usageWant, failedPolicies(without), "the policies that refuse the agent with usage on:\n%s", without)
+			baseOnly, _ := c.Run(ctx, tools.Kyverno, "apply", policies, "--resource", usageRes, "--exception", exceptions[policyType], "--detailed-results", "--remove-color")
+			require.Equal(t, usageExtra[policyType], failedPolicies(baseOnly), "usage's grants need the usage exception:\n%s", baseOnly)
+			both, err := c.Run(ctx, tools.Kyverno, "apply", policies, "--resource", usageRes, "--exception", exceptions[policyType], "--exception", usageExceptions[policyType], "--detailed-results", "--remove-color")
+			t.Logf("kyverno apply %s with both exceptions:\n%s", filepath.Base(usageRes), both)
+			require.NoError(t, err)
+			require.Empty(t, failedPolicies(both))
+			require.Regexp(t, `fail: 0\b`, both)
 		})
 	}
 
