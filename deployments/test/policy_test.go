@@ -100,16 +100,7 @@ type celException struct {
 // that both kinds cover the same policies. The cluster e2e applies them
 // against Kyverno's CRDs and runs Kyverno's CLI on them.
 func TestKyvernoException(t *testing.T) {
-	docs := yamlDocs(t, filepath.Join(policyDir, "kyverno-policyexception.yaml"))
-	require.Len(t, docs, 2)
-	var v2 kyvernoException
-	require.NoError(t, yaml.UnmarshalStrict(docs[0], &v2))
-	require.Equal(t, "kyverno.io/v2", v2.APIVersion)
-	require.Equal(t, "PolicyException", v2.Kind)
-	var cel celException
-	require.NoError(t, yaml.UnmarshalStrict(docs[1], &cel))
-	require.Equal(t, "policies.kyverno.io/v1", cel.APIVersion)
-	require.Equal(t, "PolicyException", cel.Kind)
+	v2, cel := loadExceptions(t, "kyverno-policyexception.yaml")
 
 	dsNames := map[string]bool{}
 	for _, ds := range daemonSets(t) {
@@ -148,21 +139,7 @@ func TestKyvernoException(t *testing.T) {
 
 	// The same policies in both kinds; every ClusterPolicy rule also in
 	// its autogen form (Kyverno checks the DaemonSet by it).
-	var v2Policies, celPolicies []string
-	for _, e := range v2.Spec.Exceptions {
-		v2Policies = append(v2Policies, e.PolicyName)
-		for _, r := range e.RuleNames {
-			if !strings.HasPrefix(r, "autogen-") {
-				require.Contains(t, e.RuleNames, "autogen-"+r, e.PolicyName)
-			}
-		}
-	}
-	for _, r := range cel.Spec.PolicyRefs {
-		require.Equal(t, "ValidatingPolicy", r.Kind)
-		celPolicies = append(celPolicies, r.Name)
-	}
-	sort.Strings(v2Policies)
-	sort.Strings(celPolicies)
+	v2Policies, celPolicies := exceptedPolicies(t, v2, cel)
 	require.Equal(t, v2Policies, celPolicies)
 	require.Len(t, cel.Spec.MatchConditions, 1)
 	expr := cel.Spec.MatchConditions[0].Expression
@@ -277,24 +254,30 @@ func TestDoctorReaderRole(t *testing.T) {
 	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, binding.RoleRef)
 }
 
-// TestKyvernoUsageException checks the exception for the agent with
-// usage on: exactly the policies usage's grants trip, in
-// both kinds and every rule in its autogen form too, for exactly the two
-// DaemonSets that run the scans (the device plugin's and the DRA
-// plugin's), in the dri-cdi namespace. The cluster e2e runs Kyverno's CLI
-// on a usage rendering with and without it.
-func TestKyvernoUsageException(t *testing.T) {
-	docs := yamlDocs(t, filepath.Join(policyDir, "kyverno-policyexception-usage.yaml"))
+// loadExceptions strictly decodes a file of policyDir holding the two
+// kinds of PolicyException, the kyverno.io/v2 one and the
+// policies.kyverno.io/v1 one, in that order.
+func loadExceptions(t *testing.T, file string) (kyvernoException, celException) {
+	t.Helper()
+	docs := yamlDocs(t, filepath.Join(policyDir, file))
 	require.Len(t, docs, 2)
 	var v2 kyvernoException
 	require.NoError(t, yaml.UnmarshalStrict(docs[0], &v2))
 	require.Equal(t, "kyverno.io/v2", v2.APIVersion)
+	require.Equal(t, "PolicyException", v2.Kind)
 	var cel celException
 	require.NoError(t, yaml.UnmarshalStrict(docs[1], &cel))
 	require.Equal(t, "policies.kyverno.io/v1", cel.APIVersion)
+	require.Equal(t, "PolicyException", cel.Kind)
+	return v2, cel
+}
 
-	want := []string{"disallow-capabilities", "disallow-capabilities-strict", "restrict-apparmor-profiles"}
-	var v2Policies, celPolicies []string
+// exceptedPolicies returns, sorted, the policies each kind of exception
+// names, after checking that every ClusterPolicy rule is also there in its
+// autogen form (Kyverno checks the DaemonSet by it) and that the CEL kind
+// refers to ValidatingPolicies.
+func exceptedPolicies(t *testing.T, v2 kyvernoException, cel celException) (v2Policies, celPolicies []string) {
+	t.Helper()
 	for _, e := range v2.Spec.Exceptions {
 		v2Policies = append(v2Policies, e.PolicyName)
 		for _, r := range e.RuleNames {
@@ -309,6 +292,20 @@ func TestKyvernoUsageException(t *testing.T) {
 	}
 	sort.Strings(v2Policies)
 	sort.Strings(celPolicies)
+	return v2Policies, celPolicies
+}
+
+// TestKyvernoUsageException checks the exception for the agent with
+// usage on: exactly the policies usage's grants trip, in
+// both kinds and every rule in its autogen form too, for exactly the two
+// DaemonSets that run the scans (the device plugin's and the DRA
+// plugin's), in the dri-cdi namespace. The cluster e2e runs Kyverno's CLI
+// on a usage rendering with and without it.
+func TestKyvernoUsageException(t *testing.T) {
+	v2, cel := loadExceptions(t, "kyverno-policyexception-usage.yaml")
+
+	want := []string{"disallow-capabilities", "disallow-capabilities-strict", "restrict-apparmor-profiles"}
+	v2Policies, celPolicies := exceptedPolicies(t, v2, cel)
 	require.Equal(t, want, v2Policies)
 	require.Equal(t, want, celPolicies)
 
