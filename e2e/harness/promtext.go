@@ -69,6 +69,30 @@ func (m Metrics) Sum(name string, labels ...string) (float64, bool) {
 	return sum, found
 }
 
+// Sample is one series of a family: its labels and its value.
+type Sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// Samples returns every series of the counter, gauge or untyped family
+// name (none when there is no such family).
+func (m Metrics) Samples(name string) []Sample {
+	var out []Sample
+	for _, s := range m[name].GetMetric() {
+		v, ok := sampleValue(s, "")
+		if !ok {
+			continue
+		}
+		l := make(map[string]string, len(s.GetLabel()))
+		for _, p := range s.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		out = append(out, Sample{Labels: l, Value: v})
+	}
+	return out
+}
+
 func hasLabels(s *dto.Metric, labels []string) bool {
 	for i := 0; i+1 < len(labels); i += 2 {
 		match := false

@@ -51,3 +51,14 @@ func TestMetrics(t *testing.T) {
 	_, err = ParseMetrics("dri_cdi_x{ 1\n")
 	require.ErrorContains(t, err, "parse metrics")
 }
+
+func TestMetricsSamples(t *testing.T) {
+	m, err := ParseMetrics(sampleMetrics)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []Sample{
+		{Labels: map[string]string{"health": "healthy"}, Value: 2},
+		{Labels: map[string]string{"health": "unhealthy"}, Value: 1},
+	}, m.Samples("dri_cdi_dra_devices"))
+	require.Empty(t, m.Samples("dri_cdi_nri_handler_duration_seconds"), "a histogram has no single value")
+	require.Empty(t, m.Samples("dri_cdi_none"))
+}

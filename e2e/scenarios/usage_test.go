@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
@@ -326,34 +323,16 @@ func fdinfo(client, videoNS, residentKiB uint64) string {
 func usageSeries(t *testing.T, c *harness.Cluster, agentPod, name, extra string) map[string]float64 {
 	t.Helper()
 	body := kubectl(t, c, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:9470/proxy/metrics", driCDINamespace, agentPod))
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	m, err := harness.ParseMetrics(body)
 	require.NoError(t, err)
 	out := map[string]float64{}
-	f := families[name]
-	if f == nil {
-		return out
-	}
-	for _, m := range f.GetMetric() {
-		l := map[string]string{}
-		for _, p := range m.GetLabel() {
-			l[p.GetName()] = p.GetValue()
-		}
+	for _, sm := range m.Samples(name) {
+		l := sm.Labels
 		key := strings.Join([]string{l["card"], l["namespace"], l["pod"], l["container"]}, "/")
 		if extra != "" {
 			key += "/" + l[extra]
 		}
-		out[key] = value(m)
+		out[key] = sm.Value
 	}
 	return out
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	}
-	return 0
 }
