@@ -110,7 +110,9 @@ func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceS
 		if len(nodes) == 0 {
 			return nil, unavailable(card)
 		}
-		var owned []uint64 // numbers whose owner was checked: by-path links repeat them
+		// Numbers whose owner was checked: the by-path links repeat them. A
+		// card has two, so the slice stays on the stack.
+		owned := make([]uint64, 0, 4)
 		for _, n := range nodes {
 			if !underDRI(n.Path) {
 				// A per-driver node shared by every card of the driver
