@@ -93,9 +93,11 @@ type Driver struct {
 	orphans *orphans
 	log     *logrus.Entry
 
-	mu      sync.Mutex
-	inv     Inventory
-	updated bool
+	// updateMu serializes Update and republish.
+	updateMu sync.Mutex
+	mu       sync.Mutex
+	inv      Inventory
+	updated  bool
 	// healthChanged is closed and replaced when the devices change.
 	healthChanged chan struct{}
 	helper        *kubeletplugin.Helper
@@ -105,6 +107,13 @@ type Driver struct {
 	fatal     chan error
 	// kick asks Run to publish the latest devices.
 	kick chan struct{}
+	// pools and unhealthy are the last pass's, for a publish without
+	// shares (shares.go).
+	pools     []config.Pool
+	unhealthy map[string]bool
+	// sharesChecked is set once the read-back of a shareable card
+	// started; noShares once it found the API server dropped the shares.
+	sharesChecked, noShares bool
 }
 
 var _ agent.InUseReporter = (*Driver)(nil)
@@ -142,6 +151,32 @@ func NewDriver(o Options) (*Driver, error) {
 // (agent.Publisher): it keeps them for prepare and has Run hand them to
 // the helper, without waiting for the API server.
 func (d *Driver) Update(pools []config.Pool, unhealthy map[string]bool) error {
+	d.updateMu.Lock()
+	defer d.updateMu.Unlock()
+	d.update(pools, unhealthy)
+	return nil
+}
+
+// republish builds the last pass's devices again (after the shares
+// were found dropped) and has Run publish them.
+func (d *Driver) republish() {
+	d.updateMu.Lock()
+	defer d.updateMu.Unlock()
+	d.mu.Lock()
+	pools, unhealthy := d.pools, d.unhealthy
+	d.mu.Unlock()
+	d.update(pools, unhealthy)
+}
+
+// update is Update; callers hold updateMu, so that the devices of the
+// latest pass are the ones kept.
+func (d *Driver) update(pools []config.Pool, unhealthy map[string]bool) {
+	d.mu.Lock()
+	d.pools, d.unhealthy = pools, unhealthy
+	if d.noShares {
+		pools = withoutShares(pools)
+	}
+	d.mu.Unlock()
 	inv, problems := Build(pools, unhealthy, d.opts.SysfsRoot)
 	for _, p := range problems {
 		d.log.WithError(p).Warn("card published without some attributes, or not at all")
@@ -162,7 +197,6 @@ func (d *Driver) Update(pools []config.Pool, unhealthy map[string]bool) error {
 	case d.kick <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 func sameDevices(a, b map[string]Device) bool {
@@ -199,6 +233,7 @@ func (d *Driver) publish(h *kubeletplugin.Helper) {
 	}
 	d.mu.Lock()
 	d.published = true
+	d.checkSharesKept()
 	d.mu.Unlock()
 }
 

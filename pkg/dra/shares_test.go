@@ -3,16 +3,22 @@ package dra
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/utils/ptr"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -196,4 +202,83 @@ func TestSharesSurviveARestart(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, got["uid-a"].Err)
 	require.Equal(t, "share-a2", mustPrepared(t, d)["uid-a"].Devices[0].ShareID)
+}
+
+// sliceDevices is the devices of the node's slices in the fake API
+// server, by name.
+func sliceDevices(t *testing.T, client *fake.Clientset) map[string]resourceapi.Device {
+	t.Helper()
+	l, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	out := map[string]resourceapi.Device{}
+	for _, s := range l.Items {
+		for _, d := range s.Spec.Devices {
+			out[d.Name] = d
+		}
+	}
+	return out
+}
+
+// An API server that keeps the shares: the shared cards stay shareable
+// in the slice, and their shares are prepared (the share ID reaches the
+// kubelet through the helper).
+func TestSharesKeptByTheAPIServer(t *testing.T) {
+	client := fakeClient()
+	e := start(t, kubelettest.ShortDir(t), kubelettest.ShortDir(t), client, "", sharedPools(t, 2), nil)
+	require.Eventually(t, func() bool {
+		d, ok := sliceDevices(t, client)["pci-0000-01-00-0"]
+		return ok && keptShares(d)
+	}, 30*time.Second, 10*time.Millisecond)
+	a := e.claim("a", "uid-a", share("gpu", "pci-0000-01-00-0", "share-a", 1))
+	b := e.claim("b", "uid-b", share("gpu", "pci-0000-01-00-0", "share-b", 1))
+	got := e.prepare(a, b)
+	require.Empty(t, got["uid-a"].Error)
+	require.Empty(t, got["uid-b"].Error)
+	require.Equal(t, "share-a", got["uid-a"].Devices[0].GetShareId())
+	require.Equal(t, "share-b", got["uid-b"].Devices[0].GetShareId())
+	// The check ran and found the shares: they stay.
+	require.Never(t, func() bool { return !e.d.currentInventory().shareable() }, 2*sharesCheckEvery, 50*time.Millisecond)
+}
+
+// An API server that drops the fields it does not know (what one without
+// DRA consumable capacity does) gets the cards republished as exclusive
+// devices, and shares are refused from then on, naming the reason.
+func TestSharesDroppedByTheAPIServerFallBackToExclusive(t *testing.T) {
+	client := fakeClient()
+	strip := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		var s *resourceapi.ResourceSlice
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			s, _ = a.GetObject().(*resourceapi.ResourceSlice)
+		case k8stesting.UpdateAction:
+			s, _ = a.GetObject().(*resourceapi.ResourceSlice)
+		}
+		if s != nil {
+			for i := range s.Spec.Devices {
+				s.Spec.Devices[i].AllowMultipleAllocations = nil
+				s.Spec.Devices[i].Capacity = nil
+			}
+		}
+		return false, nil, nil
+	}
+	client.PrependReactor("create", "resourceslices", strip)
+	client.PrependReactor("update", "resourceslices", strip)
+	e := start(t, kubelettest.ShortDir(t), kubelettest.ShortDir(t), client, "", sharedPools(t, 2), nil)
+	require.Eventually(t, func() bool { return !e.d.currentInventory().shareable() }, 30*time.Second, 10*time.Millisecond,
+		"the plugin must stop publishing shares the API server drops")
+	require.Equal(t, 0, e.d.currentInventory().ByName["pci-0000-01-00-0"].Shares)
+	a := e.claim("a", "uid-a", share("gpu", "pci-0000-01-00-0", "share-a", 1))
+	got := e.prepare(a)
+	require.Contains(t, got["uid-a"].Error, "its pool has no shares on this node")
+
+	// The loop's next pass keeps the fallback.
+	require.NoError(t, e.d.Update(sharedPools(t, 2), nil))
+	require.False(t, e.d.currentInventory().shareable())
+}
+
+// currentInventory is the devices of the last pass, as published.
+func (d *Driver) currentInventory() Inventory {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inv
 }
