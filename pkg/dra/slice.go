@@ -30,7 +30,8 @@ const (
 
 // CapacityShares is the capacity of a card of a pool with shares (in
 // CEL device.capacity["dri-cdi.dev"].shares; in a claim's
-// capacity.requests "dri-cdi.dev/shares"): how many shares the card has.
+// capacity.requests and an allocation's consumedCapacity "shares", the
+// name as the device publishes it): how many shares the card has.
 // A claim that names no amount takes exactly one (the request policy's
 // default; without a policy it would take them all).
 const CapacityShares resourceapi.QualifiedName = "shares"
