@@ -163,7 +163,7 @@ func TestDiscoverMalformed(t *testing.T) {
 			skipped: map[string]reason{"card0": {is: nil, contains: "0000:00:02.0/vendor: not a regular file"}, "renderD128": sibling},
 		},
 		"vendor read fails with EIO": {
-			mutate: func(t *testing.T, p paths) { readFailsWithEIO(t, filepath.Join(p.parent, "vendor")) },
+			mutate:  func(t *testing.T, p paths) { readFailsWithEIO(t, filepath.Join(p.parent, "vendor")) },
 			skipped: map[string]reason{"card0": {is: unix.EIO, contains: "0000:00:02.0/vendor: input/output error"}, "renderD128": sibling},
 		},
 		"garbage vendor": {
