@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"path/filepath"
 	"slices"
@@ -202,6 +203,58 @@ func hostPathOf(n drm.DeviceNode) string {
 		return filepath.Join(filepath.Dir(host), "by-path", name)
 	}
 	return host
+}
+
+// numberIndex is a DeviceSource that can name the card whose nodes have
+// given numbers (*SpecIndex).
+type numberIndex interface {
+	CardOf(major, minor uint32) (string, bool)
+}
+
+// checkPresent checks the DRM nodes container c already has when the
+// plugin sees it. The runtime's CDI injection ran first, from the
+// runtime's own cache of our specs, which can be older than ours: a spec
+// event it missed, or a spec the agent could not rewrite. Every char
+// device under /dev/dri whose numbers are none of the checked nodes of
+// the cards allocated to c is looked up, in the kernel's record when the
+// owner check is on, else in our specs. A node of a card not allocated
+// to c fails it with ErrHostMismatch naming the node and that card.
+// Numbers neither knows are no card of ours and are left alone. A
+// container that may use every device (privileged) is not checked: it
+// has every host node anyway.
+func checkPresent(c *api.Container, checked fixedSource, host hostCheck, src DeviceSource) error {
+	if allDevicesAllowed(c) {
+		return nil
+	}
+	var allowed []uint64
+	for _, nodes := range checked {
+		for _, n := range nodes {
+			allowed = append(allowed, uint64(n.Major)<<32|uint64(n.Minor))
+		}
+	}
+	for _, d := range c.GetLinux().GetDevices() {
+		if !isChar(d.GetType()) || !underDRI(d.GetPath()) || d.GetMajor() < 0 || d.GetMinor() < 0 {
+			continue
+		}
+		major, minor := uint32(d.GetMajor()), uint32(d.GetMinor())
+		if slices.Contains(allowed, uint64(major)<<32|uint64(minor)) {
+			continue
+		}
+		card, known := "", false
+		if host.owner != nil {
+			if id, err := host.owner(major, minor); err == nil {
+				card, known = id, true
+			}
+		} else if idx, ok := src.(numberIndex); ok {
+			card, known = idx.CardOf(major, minor)
+		}
+		if _, mine := checked[card]; known && !mine {
+			return fmt.Errorf("%w: the runtime gave the container %s (%d:%d), a node of card %s, which is not allocated "+
+				"to it (the runtime's copy of the CDI specs is stale); allocated: %s",
+				ErrHostMismatch, path.Clean(d.GetPath()), major, minor, card, strings.Join(slices.Sorted(maps.Keys(checked)), ", "))
+		}
+	}
+	return nil
 }
 
 // fixedSource is a DeviceSource over nodes already checked.

@@ -347,3 +347,70 @@ func newClient(t *testing.T, sock string) *podresources.Client {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// staleInjection is what the runtime's CDI injection adds for a card from
+// a copy of the specs older than the plugin's: the card's nodes at the
+// numbers it had before a renumbering.
+func staleInjection(nodes []drm.DeviceNode) ctrOpt {
+	return func(c *api.Container) {
+		if c.Linux == nil {
+			c.Linux = &api.LinuxContainer{}
+		}
+		for _, n := range nodes {
+			c.Linux.Devices = append(c.Linux.Devices, &api.LinuxDevice{Path: n.Path, Type: "c", Major: int64(n.Major), Minor: int64(n.Minor)})
+		}
+	}
+}
+
+// The runtime resolves CDI names from its own cache of the specs. When
+// that cache is older than the plugin's (X moved from card0/renderD128 to
+// card1/renderD129, and Y took X's old numbers), the runtime gives X's
+// container Y's nodes at X's old paths. The plugin would only add X's new
+// nodes next to them, so it checks the nodes already there: Y's fail the
+// container, whether the kernel's record (owner check on) or our specs
+// (owner check off) name Y.
+func TestStaleRuntimeInjectionIsRefused(t *testing.T) {
+	store := map[string][]drm.DeviceNode{cardX: cardNodes(cardX, 1, 129)[:2], cardY: cardNodes(cardY, 0, 128)[:2]}
+	old := cardNodes(cardX, 0, 128)[:2]
+	kernel := func(major, minor uint32) (string, error) {
+		switch {
+		case major == 226 && (minor == 0 || minor == 128):
+			return cardY, nil
+		case major == 226 && (minor == 1 || minor == 129):
+			return cardX, nil
+		}
+		return "", fs.ErrNotExist
+	}
+	allowAll := func(c *api.Container) {
+		c.Linux.Resources = &api.LinuxResources{Devices: []*api.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}}
+	}
+	owners := map[string][]nri.CharOwner{"owner check on": {kernel}, "owner check off": nil}
+	for name, owner := range owners {
+		t.Run(name, func(t *testing.T) {
+			r := newIdentityRig(t, store, hostOf(store), owner...)
+			r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resI915: {cardX}}})
+
+			adj, err := r.create(container("app", asks(resI915, cardX), cdiNames(cardX), staleInjection(old)))
+			require.Nil(t, adj, "nothing may be injected")
+			require.ErrorContains(t, err, "device node does not match the host: the runtime gave the container /dev/dri/card0 (226:0), a node of card "+cardY+", which is not allocated to it")
+			require.ErrorContains(t, err, "allocated: "+cardX)
+			require.ErrorContains(t, err, "default/gpu")
+
+			// The runtime's copy is current: X's own nodes are verified.
+			adj, err = r.create(container("app", asks(resI915, cardX), cdiNames(cardX), staleInjection(store[cardX])))
+			require.NoError(t, err)
+			require.Nil(t, adj)
+
+			// Numbers no card of ours has are not ours to judge.
+			foreign := []drm.DeviceNode{{Path: "/dev/dri/renderD200", Major: 226, Minor: 200}}
+			adj, err = r.create(container("app", asks(resI915, cardX), staleInjection(foreign)))
+			require.NoError(t, err)
+			require.Len(t, adj.GetLinux().GetDevices(), 2)
+
+			// A privileged container has every host node.
+			adj, err = r.create(container("app", asks(resI915, cardX), staleInjection(append(store[cardX], store[cardY]...)), allowAll))
+			require.NoError(t, err)
+			require.Nil(t, adj)
+		})
+	}
+}

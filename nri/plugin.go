@@ -203,6 +203,9 @@ func (p *Plugin) handle(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 	if err != nil {
 		return nil, resultError, p.fail(pod, ctr, identityReason(err), err)
 	}
+	if err := checkPresent(ctr, checked, p.host, p.devices); err != nil {
+		return nil, resultError, p.fail(pod, ctr, reasonHostMismatch, err)
+	}
 	adj, added, err := deviceAdjustment(ctr, dec.cards, checked)
 	if err != nil {
 		reason := reasonUnknownCard

@@ -74,6 +74,23 @@ func (s *SpecIndex) Nodes(cardID string) ([]drm.DeviceNode, bool) {
 	return n, ok
 }
 
+// CardOf returns the card whose nodes have numbers major:minor, as last
+// loaded.
+func (s *SpecIndex) CardOf(major, minor uint32) (string, bool) {
+	m := s.cards.Load()
+	if m == nil {
+		return "", false
+	}
+	for id, nodes := range *m {
+		for _, n := range nodes {
+			if n.Major == major && n.Minor == minor {
+				return id, true
+			}
+		}
+	}
+	return "", false
+}
+
 // Loaded reports whether the specs were loaded at least once.
 func (s *SpecIndex) Loaded() bool { return s.cards.Load() != nil }
 

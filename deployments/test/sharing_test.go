@@ -8,8 +8,17 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+)
+
+// sharesCapacity and idAttribute are pkg/dra's CapacityShares and the
+// fully qualified AttrID: what the devices publish (this module does not
+// link pkg/dra; the e2e applies these templates to the real scheduler).
+const (
+	sharesCapacity = "shares"
+	idAttribute    = config.DRADriver + "/id"
 )
 
 // sharingBlocks returns docs/sharing.md's YAML blocks by the file name
@@ -67,4 +76,64 @@ func TestSharingRecipe(t *testing.T) {
 	require.NoError(t, os.WriteFile(values, []byte(blocks["values.yaml"]), 0o644))
 	h := mustRender(t, "sharing values", func() ([]byte, error) { return RenderChart(chartDir, values) })
 	require.Equal(t, shown, sharedPool(t, "helm", h.configMap(t).Data["config.yaml"]))
+}
+
+// draSharesExample is the DRA shares recipe of docs/sharing.md.
+const draSharesExample = "../kustomize/examples/dra-shares"
+
+// TestDRASharesExample renders the DRA shares recipe and decodes its
+// ResourceClaimTemplates strictly: the overlay's ConfigMap is replaced
+// by a config whose pool has shares, and the templates ask for one
+// share, all of the pool's shares, and one share on each of two cards.
+func TestDRASharesExample(t *testing.T) {
+	r := mustRender(t, "dra-shares", func() ([]byte, error) { return RenderKustomize(draSharesExample) })
+	cfg, err := config.Parse([]byte(r.configMap(t).Data["config.yaml"]))
+	require.NoError(t, err)
+	require.Len(t, cfg.Pools, 1)
+	require.NotNil(t, cfg.Pools[0].Shares)
+	shares := *cfg.Pools[0].Shares
+	require.Equal(t, 2, shares)
+	overlay := mustRender(t, "kustomize-dra", kustomize("overlays/dra"))
+	require.Len(t, r.objs, len(overlay.objs), "the overlay's ConfigMap is replaced, not added to")
+
+	raw, err := os.ReadFile(filepath.Join(draSharesExample, "claim-templates.yaml"))
+	require.NoError(t, err)
+	objs, err := Decode(raw)
+	require.NoError(t, err)
+	templates := map[string]*resourcev1.ResourceClaimTemplate{}
+	for _, o := range objs {
+		tmpl, ok := o.(*resourcev1.ResourceClaimTemplate)
+		require.True(t, ok, "claim-templates.yaml holds only ResourceClaimTemplates, not %T", o)
+		require.Empty(t, tmpl.Namespace, "the templates are applied in the apps' namespace")
+		templates[tmpl.Name] = tmpl
+	}
+	require.Len(t, templates, 3)
+	classes := map[string]bool{}
+	for _, o := range overlay.objs {
+		if c, ok := o.(*resourcev1.DeviceClass); ok {
+			classes[c.Name] = true
+		}
+	}
+	for name, tmpl := range templates {
+		for _, req := range tmpl.Spec.Spec.Devices.Requests {
+			require.NotNil(t, req.Exactly, name)
+			require.True(t, classes[req.Exactly.DeviceClassName], "%s: class %s is one the DRA overlay ships", name, req.Exactly.DeviceClassName)
+		}
+	}
+	one := templates["gpu-share"].Spec.Spec.Devices.Requests
+	require.Len(t, one, 1)
+	require.Nil(t, one[0].Exactly.Capacity, "one share: the request policy's default")
+
+	whole := templates["gpu-whole"].Spec.Spec.Devices.Requests
+	require.Len(t, whole, 1)
+	require.NotNil(t, whole[0].Exactly.Capacity)
+	q, ok := whole[0].Exactly.Capacity.Requests[sharesCapacity]
+	require.True(t, ok, "the whole card asks for the capacity the devices publish, by its name %q", sharesCapacity)
+	require.Equal(t, int64(shares), q.Value(), "the whole card is all of the pool's shares")
+
+	two := templates["gpu-share-on-two-cards"].Spec.Spec.Devices
+	require.Len(t, two.Requests, 2)
+	require.Len(t, two.Constraints, 1)
+	require.NotNil(t, two.Constraints[0].DistinctAttribute)
+	require.Equal(t, resourcev1.FullyQualifiedName(idAttribute), *two.Constraints[0].DistinctAttribute)
 }

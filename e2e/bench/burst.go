@@ -43,7 +43,7 @@ func (r *crirun) measureBurst(ctx context.Context, cfg Config) (*burstArms, erro
 	blocks := (rounds + block - 1) / block
 	start := time.Now()
 	for bi := range 2 * blocks {
-		on := bi%4 == 0 || bi%4 == 3
+		on := abbaA(bi)
 		toggled := on != r.connected
 		if err := r.setNRI(ctx, on); err != nil {
 			return nil, err

@@ -299,7 +299,7 @@ func (r *crirun) measure(ctx context.Context, cfg Config) error {
 	}
 	start := time.Now()
 	for bi := range 2 * blocks {
-		on := bi%4 == 0 || bi%4 == 3
+		on := abbaA(bi)
 		toggled := on != r.connected
 		if err := setNRI(on); err != nil {
 			return err

@@ -66,6 +66,8 @@ var Keys = []KeySpec{
 	{Name: "allocate_p99_us", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 200}},
 	{Name: "dra_prepare_p99_us", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 5000}},
 	{Name: "dra_prepare_vs_allocate_ratio", Unit: "ratio", Stat: "p99 / p99"},
+	{Name: "dra_prepare_shared_p99_us", Unit: "us", Stat: "p99", Goal: Goal{Op: "<", Value: 5000}},
+	{Name: "dra_prepare_shared_vs_exclusive_ratio", Unit: "ratio", Stat: "p99 / p99", Goal: Goal{Op: "<=", Value: 1.5}},
 	{Name: "scan_write_ms_16", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 20}},
 	{Name: "scan_write_ms_128", Unit: "ms", Stat: "median"},
 	{Name: "scan_write_growth_128", Unit: "ratio", Stat: "scan_write_ms_128 / scan_write_ms_16", Goal: Goal{Op: "<=", Value: 8}},

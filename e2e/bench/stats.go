@@ -150,3 +150,7 @@ func Compare(num, den []float64) (Comparison, error) {
 	c.CI95[0], c.CI95[1], err = RatioCI(num, den, 0.95, 2000, rand.New(rand.NewPCG(1, 2)))
 	return c, err
 }
+
+// abbaA reports whether block bi of a comparison in ABBA order (A B B A
+// A B B A ...) is arm A's.
+func abbaA(bi int) bool { return bi%4 == 0 || bi%4 == 3 }

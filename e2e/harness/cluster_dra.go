@@ -71,6 +71,10 @@ type SliceDevice struct {
 	Name       string
 	Attributes map[string]string
 	Taints     []string
+	// AllowMultipleAllocations is the device's field as the API server
+	// stored it; Capacity its capacities' values, by name.
+	AllowMultipleAllocations bool
+	Capacity                 map[string]string
 }
 
 // ResourceSliceDevices returns the devices driver publishes for the
@@ -96,6 +100,10 @@ func (c *Cluster) ResourceSliceDevices(ctx context.Context, driver string) (map[
 						Key    string `json:"key"`
 						Effect string `json:"effect"`
 					} `json:"taints"`
+					AllowMultipleAllocations *bool `json:"allowMultipleAllocations"`
+					Capacity                 map[string]struct {
+						Value string `json:"value"`
+					} `json:"capacity"`
 				} `json:"devices"`
 			} `json:"spec"`
 		} `json:"items"`
@@ -109,7 +117,11 @@ func (c *Cluster) ResourceSliceDevices(ctx context.Context, driver string) (map[
 			continue
 		}
 		for _, d := range s.Spec.Devices {
-			sd := SliceDevice{Name: d.Name, Attributes: map[string]string{}}
+			sd := SliceDevice{Name: d.Name, Attributes: map[string]string{}, Capacity: map[string]string{},
+				AllowMultipleAllocations: d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations}
+			for k, v := range d.Capacity {
+				sd.Capacity[k] = v.Value
+			}
 			for k, v := range d.Attributes {
 				switch {
 				case v.String != nil:
@@ -145,6 +157,10 @@ type Claim struct {
 					Driver  string `json:"driver"`
 					Pool    string `json:"pool"`
 					Device  string `json:"device"`
+					// ShareID and ConsumedCapacity are set for a share
+					// of a shared device.
+					ShareID          string            `json:"shareID"`
+					ConsumedCapacity map[string]string `json:"consumedCapacity"`
 				} `json:"results"`
 			} `json:"devices"`
 		} `json:"allocation"`

@@ -21,6 +21,12 @@ func (n *Node) DRAPluginDir() string { return filepath.Join(n.PluginsDir(), "dri
 // for `kubectl apply -k`: both DaemonSets retargeted to the node's private
 // paths, so either runs, as the node's dri-cdi.dev/mode label says.
 func (c *Cluster) WriteDRAOverlay(dir string) (string, error) {
+	return c.WriteDRAOverlayWith(dir, OverlayOptions{})
+}
+
+// WriteDRAOverlayWith is WriteDRAOverlay with opts applied to the base
+// overlay (a config of the user's own, shared by both DaemonSets).
+func (c *Cluster) WriteDRAOverlayWith(dir string, opts OverlayOptions) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
@@ -40,7 +46,7 @@ func (c *Cluster) WriteDRAOverlay(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := c.writeKustomization(dpDir, base, "dri-cdi", true, OverlayOptions{}); err != nil {
+	if err := c.writeKustomization(dpDir, base, "dri-cdi", true, opts); err != nil {
 		return "", err
 	}
 	n := c.Node

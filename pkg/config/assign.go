@@ -18,6 +18,9 @@ type Pool struct {
 	// AllowSameCardReplicas lets one container receive two replicas of
 	// one card.
 	AllowSameCardReplicas bool
+	// Shares is the number of shares of each card as a DRA device; 0
+	// publishes the cards for exclusive claims.
+	Shares int
 	// Default is true for the per-driver pools made by defaultPools.
 	Default bool
 	// Cards are the pool's cards, sorted by ID. A configured pool may have
@@ -42,6 +45,9 @@ func (c *Config) Assign(cards []drm.Card) []Pool {
 	configured := map[string]bool{}
 	for i, pc := range c.Pools {
 		pools[i] = Pool{Resource: pc.Resource, Replicas: max(pc.Replicas, 1), AllowSameCardReplicas: pc.AllowSameCardReplicas}
+		if pc.Shares != nil {
+			pools[i].Shares = *pc.Shares
+		}
 		configured[pc.Resource] = true
 	}
 	defaults := map[string]*Pool{}

@@ -126,3 +126,20 @@ func TestAssignKeepsCardData(t *testing.T) {
 	require.Len(t, pools, 1)
 	require.Equal(t, []drm.Card{c}, pools[0].Cards)
 }
+
+// A pool's shares reach its cards' pool; without the field, and in
+// default pools, cards are exclusive (0).
+func TestAssignShares(t *testing.T) {
+	cfg, err := Parse([]byte("pools:\n- resource: dri-cdi.dev/intel\n  drivers: [i915]\n  shares: 4\n- resource: dri-cdi.dev/xe\n  drivers: [xe]\n"))
+	require.NoError(t, err)
+	pools := cfg.Assign([]drm.Card{
+		card("0000:00:02.0", "i915", "8086", "46a6", true),
+		card("0000:04:00.0", "xe", "8086", "e20b", true),
+		card("0000:05:00.0", "amdgpu", "1002", "744c", true),
+	})
+	shares := map[string]int{}
+	for _, p := range pools {
+		shares[p.Resource] = p.Shares
+	}
+	require.Equal(t, map[string]int{"dri-cdi.dev/intel": 4, "dri-cdi.dev/xe": 0, "dri-cdi.dev/amdgpu": 0}, shares)
+}

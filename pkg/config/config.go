@@ -24,6 +24,8 @@ const (
 	// MaxReplicas bounds replicas, so that a typo cannot make the agent
 	// advertise millions of devices.
 	MaxReplicas = 1000
+	// MaxShares bounds shares the same way.
+	MaxShares = 1000
 )
 
 // ErrInvalid is wrapped by every error about the content of a config.
@@ -80,6 +82,12 @@ type PoolConfig struct {
 	// AllowSameCardReplicas lets one container receive two replicas of
 	// the same card.
 	AllowSameCardReplicas bool `json:"allowSameCardReplicas,omitempty"`
+	// Shares, when set, makes each card of the pool a shared DRA device
+	// of this many shares (1 to MaxShares): the scheduler places up to
+	// that many claims on it, each taking one share unless it asks for
+	// more. Unset, a DRA claim gets the card exclusively. The device
+	// plugin does not use it (see Replicas).
+	Shares *int `json:"shares,omitempty"`
 }
 
 // Default returns the configuration used without a config file: the
@@ -163,6 +171,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fieldErr(path+".replicas", "must be >= 1"))
 		} else if p.Replicas > MaxReplicas {
 			errs = append(errs, fieldErr(path+".replicas", "must be <= %d", MaxReplicas))
+		}
+		if p.Shares != nil && (*p.Shares < 1 || *p.Shares > MaxShares) {
+			errs = append(errs, fieldErr(path+".shares", "must be between 1 and %d (leave it out for exclusive DRA claims)", MaxShares))
 		}
 	}
 	return errors.Join(errs...)
@@ -359,6 +370,7 @@ func decodePool(path string, j json.RawMessage, p *PoolConfig) error {
 		{"includeDisplayOnly", into(&p.IncludeDisplayOnly)},
 		{"replicas", into(&p.Replicas)},
 		{"allowSameCardReplicas", into(&p.AllowSameCardReplicas)},
+		{"shares", into(&p.Shares)},
 	})
 }
 
@@ -413,7 +425,7 @@ func decodeValue(field string, j json.RawMessage, dst any) error {
 			want = "a string"
 		case *bool:
 			want = "true or false"
-		case *int:
+		case *int, **int:
 			want = "an integer"
 		case *[]json.RawMessage:
 			want = "a list"

@@ -33,10 +33,11 @@ pools:
   includeDisplayOnly: true
   replicas: 4
   allowSameCardReplicas: true
+  shares: 3
 `,
 			want: &Config{CDIKind: "example.com/gpu", Pools: []PoolConfig{{
 				Resource: "gpu.intel.com/i915", Drivers: []string{"i915"}, PCIIDs: []string{"8086:56a0", "8086:*"},
-				IncludeDisplayOnly: true, Replicas: 4, AllowSameCardReplicas: true,
+				IncludeDisplayOnly: true, Replicas: 4, AllowSameCardReplicas: true, Shares: ptr(3),
 			}}},
 		},
 		"replicas defaults to 1 and defaultPools to true": {
@@ -44,15 +45,18 @@ pools:
 			want: &Config{DefaultPools: true, Pools: []PoolConfig{{Resource: "example.com/gpu", Drivers: []string{"xe"}, Replicas: 1}}},
 		},
 		"null values keep defaults": {
-			in:   "cdiKind: null\npools:\n- resource: example.com/gpu\n  pciIDs: [1002:*]\n  replicas: null\n",
+			in:   "cdiKind: null\npools:\n- resource: example.com/gpu\n  pciIDs: [1002:*]\n  replicas: null\n  shares: null\n",
 			want: &Config{DefaultPools: true, Pools: []PoolConfig{{Resource: "example.com/gpu", PCIIDs: []string{"1002:*"}, Replicas: 1}}},
 		},
 		"unknown top-level field":   {in: "defaultPool: true\n", wantErr: []string{"defaultPool: unknown field (known: cdiKind, defaultPools, pools)"}},
-		"unknown pool field":        {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n- resource: a.b/d\n  drivers: [z]\n  replica: 2\n", wantErr: []string{"pools[1].replica: unknown field (known: resource, drivers, pciIDs, includeDisplayOnly, replicas, allowSameCardReplicas)"}},
+		"unknown pool field":        {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n- resource: a.b/d\n  drivers: [z]\n  replica: 2\n", wantErr: []string{"pools[1].replica: unknown field (known: resource, drivers, pciIDs, includeDisplayOnly, replicas, allowSameCardReplicas, shares)"}},
 		"field names are exact":     {in: "pools:\n- Resource: a.b/c\n  drivers: [x]\n", wantErr: []string{"pools[0].Resource: unknown field"}},
 		"duplicate key":             {in: "cdiKind: a.b/c\ncdiKind: d.e/f\n", wantErr: []string{`"cdiKind" already set`}},
 		"replicas zero":             {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n- resource: a.b/d\n  drivers: [z]\n  replicas: 0\n", wantErr: []string{"pools[1].replicas: must be >= 1"}},
 		"replicas too many":         {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n  replicas: 1001\n", wantErr: []string{"pools[0].replicas: must be <= 1000"}},
+		"shares zero":               {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n  shares: 0\n", wantErr: []string{"pools[0].shares: must be between 1 and 1000 (leave it out for exclusive DRA claims)"}},
+		"shares too many":           {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n  shares: 1001\n", wantErr: []string{"pools[0].shares: must be between 1 and 1000"}},
+		"shares not a number":       {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n  shares: all\n", wantErr: []string{"pools[0].shares: want an integer, got a string"}},
 		"replicas not a number":     {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n  replicas: two\n", wantErr: []string{"pools[0].replicas: want an integer, got a string"}},
 		"replicas fractional":       {in: "pools:\n- resource: a.b/c\n  drivers: [x]\n  replicas: 1.5\n", wantErr: []string{"pools[0].replicas: want an integer, got the number 1.5"}},
 		"defaultPools not bool":     {in: "defaultPools: yes please\n", wantErr: []string{"defaultPools: want true or false, got a string"}},
@@ -252,3 +256,5 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -12,6 +12,7 @@
 //	  includeDisplayOnly: false     # also take cards without a render node
 //	  replicas: 1                   # schedulable device IDs per card
 //	  allowSameCardReplicas: false  # may one container get two replicas of one card
+//	  shares: 2                     # DRA only: each card is a shared device of 2 shares
 //
 // Parsing is strict: an unknown or duplicated field, a value of the wrong
 // type, or an invalid value is an error that names the field, for example

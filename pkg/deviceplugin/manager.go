@@ -180,6 +180,10 @@ func (m *Manager) Update(pools []config.Pool, unhealthy map[string]bool) error {
 				backoff:  backoff.New(minBackoff, maxBackoff),
 			}
 			m.plugins[pool.Resource] = p
+			if pool.Shares > 0 {
+				p.log.WithFields(logrus.Fields{"shares": pool.Shares, "replicas": pool.Replicas}).Warn(
+					"the pool sets shares, which only DRA nodes use; the device plugin advertises each card replicas times")
+			}
 			p.setState(st)
 			if err := p.serve(); err != nil {
 				errs = append(errs, fmt.Errorf("serve %s: %w", pool.Resource, err))

@@ -39,6 +39,13 @@ type PreparedDevice struct {
 	// neither does prepare (claimSet.conflict). Added to version 1 after
 	// Resource: outside Checksum and FullChecksum, inside ClaimsChecksum.
 	AdminAccess bool `json:"adminAccess,omitempty"`
+	// ShareID is the scheduler's ID of this allocation of a shared card
+	// (a pool with shares), and Shares the number of the card's shares
+	// it consumes; both are empty for a card held exclusively. Added to
+	// version 1 after AdminAccess, under the same rule: inside
+	// ClaimsChecksum only.
+	ShareID string `json:"shareID,omitempty"`
+	Shares  int64  `json:"shares,omitempty"`
 }
 
 // PreparedClaim is what the checkpoint keeps of one prepared claim: the
@@ -108,6 +115,7 @@ func frozenForm(claims map[string]PreparedClaim, base bool) map[string]PreparedC
 				pc.Devices[i].Resource = ""
 			}
 			pc.Devices[i].AdminAccess = false
+			pc.Devices[i].ShareID, pc.Devices[i].Shares = "", 0
 		}
 		out[uid] = pc
 	}

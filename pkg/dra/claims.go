@@ -3,8 +3,11 @@ package dra
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/dri-cdi/dri-cdi/pkg/atomicfile"
@@ -166,24 +169,59 @@ type cardUse struct {
 	Card string
 	// Admin is a result with admin access (monitoring, not a workload).
 	Admin bool
+	// ShareID is set for an allocation of a share of a shared card,
+	// which consumes Shares of the card's Capacity shares.
+	ShareID          string
+	Shares, Capacity int64
 }
 
-// conflict returns the claim that keeps u from its card, as "<namespace>/
-// <name> (<uid>)". The rule is the scheduler's: a use with admin access
-// (a monitoring claim) neither conflicts nor is conflicted with; any
-// other use conflicts with every device of another claim's workload use
-// recorded on the same card. Devices an earlier version recorded carry
-// no AdminAccess and count as workload uses.
-func (s *claimSet) conflict(u cardUse) (string, bool) {
+// conflict returns why u cannot have its card: the claims that hold it,
+// as "<namespace>/<name> (<uid>)". The rule is the scheduler's:
+//   - a use with admin access (a monitoring claim) neither conflicts nor
+//     is conflicted with;
+//   - an exclusive use conflicts with every other workload use recorded
+//     on the card;
+//   - a share conflicts with an exclusive use, and with the other shares
+//     once they and it would consume more than the card's capacity.
+//
+// pending are the devices already taken by the claim being prepared.
+// Devices an earlier version recorded carry no AdminAccess and no
+// ShareID, and count as exclusive workload uses.
+func (s *claimSet) conflict(u cardUse, pending []PreparedDevice) (string, bool) {
 	if u.Admin {
 		return "", false
 	}
-	for uid, pc := range s.claims {
+	var holders []string
+	used := u.Shares
+	check := func(holder string, dev PreparedDevice) bool {
+		if dev.Card != u.Card || dev.AdminAccess {
+			return false
+		}
+		if u.ShareID == "" || dev.ShareID == "" {
+			holders = append(holders, holder)
+			return true
+		}
+		used += dev.Shares
+		if !slices.Contains(holders, holder) {
+			holders = append(holders, holder)
+		}
+		return false
+	}
+	for _, uid := range slices.Sorted(maps.Keys(s.claims)) {
+		pc := s.claims[uid]
 		for _, dev := range pc.Devices {
-			if dev.Card == u.Card && !dev.AdminAccess {
-				return pc.Namespace + "/" + pc.Name + " (" + uid + ")", true
+			if check(pc.Namespace+"/"+pc.Name+" ("+uid+")", dev) {
+				return holders[len(holders)-1], true
 			}
 		}
+	}
+	for _, dev := range pending {
+		if check("this claim", dev) {
+			return "this claim", true
+		}
+	}
+	if u.ShareID != "" && used > u.Capacity {
+		return fmt.Sprintf("%s, which hold its shares (%d of %d with this one)", strings.Join(holders, ", "), used, u.Capacity), true
 	}
 	return "", false
 }

@@ -93,9 +93,11 @@ type Driver struct {
 	orphans *orphans
 	log     *logrus.Entry
 
-	mu      sync.Mutex
-	inv     Inventory
-	updated bool
+	// updateMu serializes Update and republish.
+	updateMu sync.Mutex
+	mu       sync.Mutex
+	inv      Inventory
+	updated  bool
 	// healthChanged is closed and replaced when the devices change.
 	healthChanged chan struct{}
 	helper        *kubeletplugin.Helper
@@ -105,6 +107,13 @@ type Driver struct {
 	fatal     chan error
 	// kick asks Run to publish the latest devices.
 	kick chan struct{}
+	// pools and unhealthy are the last pass's, for a publish without
+	// shares (shares.go).
+	pools     []config.Pool
+	unhealthy map[string]bool
+	// sharesChecked is set once the read-back of a shareable card
+	// started; noShares once it found the API server dropped the shares.
+	sharesChecked, noShares bool
 }
 
 var _ agent.InUseReporter = (*Driver)(nil)
@@ -142,6 +151,32 @@ func NewDriver(o Options) (*Driver, error) {
 // (agent.Publisher): it keeps them for prepare and has Run hand them to
 // the helper, without waiting for the API server.
 func (d *Driver) Update(pools []config.Pool, unhealthy map[string]bool) error {
+	d.updateMu.Lock()
+	defer d.updateMu.Unlock()
+	d.update(pools, unhealthy)
+	return nil
+}
+
+// republish builds the last pass's devices again (after the shares
+// were found dropped) and has Run publish them.
+func (d *Driver) republish() {
+	d.updateMu.Lock()
+	defer d.updateMu.Unlock()
+	d.mu.Lock()
+	pools, unhealthy := d.pools, d.unhealthy
+	d.mu.Unlock()
+	d.update(pools, unhealthy)
+}
+
+// update is Update; callers hold updateMu, so that the devices of the
+// latest pass are the ones kept.
+func (d *Driver) update(pools []config.Pool, unhealthy map[string]bool) {
+	d.mu.Lock()
+	d.pools, d.unhealthy = pools, unhealthy
+	if d.noShares {
+		pools = withoutShares(pools)
+	}
+	d.mu.Unlock()
 	inv, problems := Build(pools, unhealthy, d.opts.SysfsRoot)
 	for _, p := range problems {
 		d.log.WithError(p).Warn("card published without some attributes, or not at all")
@@ -162,7 +197,6 @@ func (d *Driver) Update(pools []config.Pool, unhealthy map[string]bool) error {
 	case d.kick <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 func sameDevices(a, b map[string]Device) bool {
@@ -199,6 +233,7 @@ func (d *Driver) publish(h *kubeletplugin.Helper) {
 	}
 	d.mu.Lock()
 	d.published = true
+	d.checkSharesKept()
 	d.mu.Unlock()
 }
 
@@ -451,18 +486,25 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 			return pc, fmt.Errorf("device %q (card %s): %w: %s", r.Device, dev.Card, ErrUnhealthy, UnavailableReason)
 		}
 		admin := r.AdminAccess != nil && *r.AdminAccess
-		// The last-line check: the scheduler allocated the card to one
-		// claim only.
-		if h, ok := prepared.conflict(cardUse{Card: dev.Card, Admin: admin}); ok {
-			return pc, fmt.Errorf("device %q (card %s): %w %s", r.Device, dev.Card, ErrAlreadyInUse, h)
+		use, err := shareOf(r, dev)
+		if err != nil {
+			return pc, err
 		}
-		if seen[r.Device] && !admin {
+		use.Admin = admin
+		key := r.Device + "/" + use.ShareID
+		if seen[key] && !admin {
 			return pc, fmt.Errorf("%w: device %q allocated twice", ErrMalformedClaim, r.Device)
 		}
-		seen[r.Device] = true
+		seen[key] = true
+		// The last-line check: the scheduler allocated the card to one
+		// claim only, or its shares to claims up to its capacity.
+		if h, ok := prepared.conflict(use, pc.Devices); ok {
+			return pc, fmt.Errorf("device %q (card %s): %w %s", r.Device, dev.Card, ErrAlreadyInUse, h)
+		}
 		pc.Devices = append(pc.Devices, PreparedDevice{
 			Request: r.Request, Pool: r.Pool, Device: r.Device, Card: dev.Card,
 			CDI: []string{cdi.QualifiedName(d.opts.Kind, dev.Card)}, Resource: dev.Resource, AdminAccess: admin,
+			ShareID: use.ShareID, Shares: use.Shares,
 		})
 	}
 	if len(pc.Devices) == 0 {
@@ -471,9 +513,35 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 	return pc, nil
 }
 
+// shareOf is how result r uses card dev: a share of a shared card, with
+// the shares it consumes (one when the scheduler recorded no amount: the
+// request policy's default), or the whole card. A share of a card that
+// is not shared now, or an amount outside 1 to the card's shares, is
+// refused (ErrMalformedClaim).
+func shareOf(r resourceapi.DeviceRequestAllocationResult, dev Device) (cardUse, error) {
+	use := cardUse{Card: dev.Card}
+	if r.ShareID == nil || *r.ShareID == "" {
+		return use, nil
+	}
+	use.ShareID, use.Shares, use.Capacity = string(*r.ShareID), 1, int64(dev.Shares)
+	if dev.Shares == 0 {
+		return use, fmt.Errorf("%w: device %q (card %s) is allocated as share %s, but its pool has no shares on this node",
+			ErrMalformedClaim, r.Device, dev.Card, use.ShareID)
+	}
+	if q, ok := r.ConsumedCapacity[CapacityShares]; ok {
+		n, exact := q.AsInt64()
+		if !exact || n < 1 || n > use.Capacity {
+			return use, fmt.Errorf("%w: device %q (card %s): share %s consumes %s shares, the card has %d",
+				ErrMalformedClaim, r.Device, dev.Card, use.ShareID, q.String(), use.Capacity)
+		}
+		use.Shares = n
+	}
+	return use, nil
+}
+
 // sameAllocation reports whether the claim's allocation of this
 // driver's devices is what pc was prepared from: the same results
-// (request, pool, device, admin access), in order. It reads no more than
+// (request, pool, device, admin access, share), in order. It reads no more than
 // the claim's results, so an unchanged claim's repeated prepare stays a
 // lookup.
 func sameAllocation(pc PreparedClaim, c *resourceapi.ResourceClaim) bool {
@@ -492,7 +560,11 @@ func sameAllocation(pc PreparedClaim, c *resourceapi.ResourceClaim) bool {
 		admin := r.AdminAccess != nil && *r.AdminAccess
 		// A record without AdminAccess matches an admin result: versions
 		// before the flag recorded none.
-		if dev.Request != r.Request || dev.Pool != r.Pool || dev.Device != r.Device || (dev.AdminAccess && !admin) {
+		share := ""
+		if r.ShareID != nil {
+			share = string(*r.ShareID)
+		}
+		if dev.Request != r.Request || dev.Pool != r.Pool || dev.Device != r.Device || (dev.AdminAccess && !admin) || dev.ShareID != share {
 			return false
 		}
 		i++
@@ -529,6 +601,10 @@ func resultDevices(pc PreparedClaim) []kubeletplugin.Device {
 		out[i] = kubeletplugin.Device{
 			Requests: []string{dev.Request}, PoolName: dev.Pool, DeviceName: dev.Device,
 			CDIDeviceIDs: slices.Clone(dev.CDI),
+		}
+		if dev.ShareID != "" {
+			id := types.UID(dev.ShareID)
+			out[i].ShareID = &id
 		}
 	}
 	return out

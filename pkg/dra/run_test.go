@@ -160,6 +160,18 @@ func TestRunChecksItsOptions(t *testing.T) {
 	require.ErrorContains(t, err, "node name is empty")
 	err = Run(context.Background(), RunOptions{Agent: agent.Options{Log: testEntry(t)}, NodeName: node, Kubeconfig: "/nonexistent/kubeconfig"})
 	require.ErrorContains(t, err, `kubeconfig "/nonexistent/kubeconfig"`)
+
+	// A config the DRA plugin would share cards by is checked on its
+	// path too: shares 0 or over 1000 are refused before anything runs.
+	for _, shares := range []string{"0", "1001"} {
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		require.NoError(t, os.WriteFile(path, []byte("pools:\n- resource: dri-cdi.dev/i915\n  drivers: [i915]\n  shares: "+shares+"\n"), 0o600))
+		bad := loop
+		bad.ConfigPath = path
+		err = Run(context.Background(), RunOptions{Agent: bad, NodeName: node, KubeClient: fakeClient()})
+		require.ErrorContains(t, err, path)
+		require.ErrorContains(t, err, "pools[0].shares: must be between 1 and 1000")
+	}
 }
 
 // A plugin data dir that does not exist yet (a fresh node, or a

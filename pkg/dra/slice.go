@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/utils/ptr"
 
@@ -26,6 +27,14 @@ const (
 	AttrRenderMinor resourceapi.QualifiedName = "renderMinor"
 	AttrDisplayOnly resourceapi.QualifiedName = "displayOnly"
 )
+
+// CapacityShares is the capacity of a card of a pool with shares (in
+// CEL device.capacity["dri-cdi.dev"].shares; in a claim's
+// capacity.requests and an allocation's consumedCapacity "shares", the
+// name as the device publishes it): how many shares the card has.
+// A claim that names no amount takes exactly one (the request policy's
+// default; without a policy it would take them all).
+const CapacityShares resourceapi.QualifiedName = "shares"
 
 // UnavailableTaint is the key of the taint an Unhealthy card carries.
 // Its effect is NoSchedule: the scheduler allocates the card to no new
@@ -48,6 +57,9 @@ type Device struct {
 	Resource string
 	// Healthy is false for a card listed as Unhealthy (tainted).
 	Healthy bool
+	// Shares is the card's number of shares when its pool shares it;
+	// 0 for a card given to one claim at a time.
+	Shares int
 }
 
 // Inventory is what one reconcile pass publishes: the slice's devices
@@ -68,14 +80,15 @@ type Inventory struct {
 // cards) without failing the rest.
 func Build(pools []config.Pool, unhealthy map[string]bool, sysfsRoot string) (inv Inventory, problems []error) {
 	type entry struct {
-		card drm.Card
-		res  string
+		card   drm.Card
+		res    string
+		shares int
 	}
 	byName := map[string][]entry{}
 	for _, p := range pools {
 		for _, c := range p.Cards {
 			n := DeviceName(c.ID)
-			byName[n] = append(byName[n], entry{card: c, res: p.Resource})
+			byName[n] = append(byName[n], entry{card: c, res: p.Resource, shares: p.Shares})
 		}
 	}
 	inv.ByName = make(map[string]Device, len(byName))
@@ -97,8 +110,9 @@ func Build(pools []config.Pool, unhealthy map[string]bool, sysfsRoot string) (in
 		e := es[0]
 		d, errs := device(n, &e.card, e.res, !unhealthy[e.card.ID], sysfsRoot)
 		problems = append(problems, errs...)
+		shareable(&d, e.shares)
 		inv.Devices = append(inv.Devices, d)
-		inv.ByName[n] = Device{Name: n, Card: e.card.ID, Resource: e.res, Healthy: !unhealthy[e.card.ID]}
+		inv.ByName[n] = Device{Name: n, Card: e.card.ID, Resource: e.res, Healthy: !unhealthy[e.card.ID], Shares: e.shares}
 	}
 	return inv, problems
 }
@@ -154,4 +168,30 @@ func device(name string, c *drm.Card, resource string, healthy bool, sysfsRoot s
 		}}
 	}
 	return d, problems
+}
+
+// shareable makes d a device of shares shares (DRA consumable
+// capacity), or leaves it exclusive when shares is 0: several claims may
+// be allocated the device at once, each consuming shares of the
+// CapacityShares capacity. The request policy makes a claim that asks for
+// no amount take one share, and any whole number up to all of them.
+func shareable(d *resourceapi.Device, shares int) {
+	if shares <= 0 {
+		return
+	}
+	n := resource.NewQuantity(int64(shares), resource.DecimalSI)
+	d.AllowMultipleAllocations = ptr.To(true)
+	d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+		CapacityShares: {
+			Value: *n,
+			RequestPolicy: &resourceapi.CapacityRequestPolicy{
+				Default: resource.NewQuantity(1, resource.DecimalSI),
+				ValidRange: &resourceapi.CapacityRequestPolicyRange{
+					Min:  resource.NewQuantity(1, resource.DecimalSI),
+					Max:  resource.NewQuantity(int64(shares), resource.DecimalSI),
+					Step: resource.NewQuantity(1, resource.DecimalSI),
+				},
+			},
+		},
+	}
 }

@@ -1,8 +1,10 @@
 package drm_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -49,6 +51,24 @@ func replaceLink(t *testing.T, path, target string) {
 	t.Helper()
 	require.NoError(t, os.RemoveAll(path))
 	require.NoError(t, os.Symlink(target, path))
+}
+
+// readFailsWithEIO makes every read of file fail with EIO, as an
+// attribute of a failing device can: it bind-mounts the test process's
+// /proc/<pid>/mem over it, a regular file whose read at offset 0 (an
+// address never mapped) the kernel fails with EIO. The mount is made in a
+// mount namespace of the test's own thread, so nothing outside the test
+// sees it, and is undone before the tree is removed. The thread stays
+// locked, so it ends with the test, and the namespace with it.
+func readFailsWithEIO(t *testing.T, file string) {
+	t.Helper()
+	runtime.LockOSThread()
+	require.NoError(t, unix.Unshare(unix.CLONE_NEWNS))
+	require.NoError(t, unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""))
+	require.NoError(t, unix.Mount(fmt.Sprintf("/proc/%d/mem", os.Getpid()), file, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { require.NoError(t, unix.Unmount(file, unix.MNT_DETACH)) })
+	_, err := os.ReadFile(file)
+	require.ErrorIs(t, err, unix.EIO, "a read of the mounted mem file must fail with EIO")
 }
 
 // outsideCard makes <root>/sys-outside/<name> holding a copy of the
@@ -141,6 +161,10 @@ func TestDiscoverMalformed(t *testing.T) {
 				require.NoError(t, os.Mkdir(filepath.Join(p.parent, "vendor"), 0o755))
 			},
 			skipped: map[string]reason{"card0": {is: nil, contains: "0000:00:02.0/vendor: not a regular file"}, "renderD128": sibling},
+		},
+		"vendor read fails with EIO": {
+			mutate:  func(t *testing.T, p paths) { readFailsWithEIO(t, filepath.Join(p.parent, "vendor")) },
+			skipped: map[string]reason{"card0": {is: unix.EIO, contains: "0000:00:02.0/vendor: input/output error"}, "renderD128": sibling},
 		},
 		"garbage vendor": {
 			mutate:  func(t *testing.T, p paths) { replaceFile(t, filepath.Join(p.parent, "vendor"), "0xzz\n") },
