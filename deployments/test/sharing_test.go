@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
@@ -28,7 +29,7 @@ func sharingBlocks(t *testing.T) map[string]string {
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs/sharing.md"))
 	require.NoError(t, err)
 	out := map[string]string{}
-	for _, m := range regexp.MustCompile("(?s)```yaml\n# ([a-z.]+)\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
+	for _, m := range regexp.MustCompile("(?s)```yaml\n# ([a-z.-]+)\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
 		require.NotContains(t, out, m[1], "docs/sharing.md shows %s twice", m[1])
 		out[m[1]] = m[2]
 	}
@@ -95,6 +96,22 @@ func TestDRASharesExample(t *testing.T) {
 	require.Equal(t, 2, shares)
 	overlay := mustRender(t, "kustomize-dra", kustomize("overlays/dra"))
 	require.Len(t, r.objs, len(overlay.objs), "the overlay's ConfigMap is replaced, not added to")
+
+	// The Helm form of docs/sharing.md gives the agent's config the same
+	// pool, and runs the DRA plugin.
+	values := filepath.Join(t.TempDir(), "dra-values.yaml")
+	require.NoError(t, os.WriteFile(values, []byte(sharingBlocks(t)["dra-values.yaml"]), 0o644))
+	h := mustRender(t, "sharing dra-values", func() ([]byte, error) { return RenderChart(chartDir, values) })
+	hcfg, err := config.Parse([]byte(h.configMap(t).Data["config.yaml"]))
+	require.NoError(t, err)
+	require.Equal(t, cfg.Pools, hcfg.Pools, "the Helm form gives the recipe's pool")
+	dras := 0
+	for _, o := range h.objs {
+		if ds, ok := o.(*appsv1.DaemonSet); ok && strings.HasSuffix(ds.Name, "-dra") {
+			dras++
+		}
+	}
+	require.Equal(t, 1, dras, "the Helm form runs the DRA plugin")
 
 	raw, err := os.ReadFile(filepath.Join(draSharesExample, "claim-templates.yaml"))
 	require.NoError(t, err)
