@@ -25,11 +25,17 @@ func summary(t *testing.T, root string, c drm.Card) string {
 	node := func(n drm.DeviceNode) string {
 		return fmt.Sprintf("%s=%s@%d:%d", n.Path, rel(n.HostPath), n.Major, n.Minor)
 	}
-	s := fmt.Sprintf("%s %s driver=%s bus=%s pci=%s:%s@%s numa=%d sysfs=%s card=%s",
+	s := fmt.Sprintf("%s %s driver=%s bus=%s pci=%s:%s@%s numa=%d sysfs=%s",
 		c.ID, c.Name, c.Driver, c.Bus, c.VendorID, c.DeviceID, c.PCIAddress, c.NUMANode,
-		rel(c.SysfsPath), node(c.CardNode))
+		rel(c.SysfsPath))
+	if c.HasCardNode() {
+		s += " card=" + node(c.CardNode)
+	}
 	if c.RenderNode != nil {
 		s += " render=" + node(*c.RenderNode)
+	}
+	if c.AccelNode != nil {
+		s += " accel=" + node(*c.AccelNode)
 	}
 	for _, n := range c.Extra {
 		s += " extra=" + node(n)

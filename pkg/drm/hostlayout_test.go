@@ -102,7 +102,7 @@ func TestDiscoverHostLayoutMalformed(t *testing.T) {
 		"card5":      {is: fs.ErrNotExist, reason: []string{filepath.Join(roots.Dev, "dri", "card5")}},
 		"card6":      {is: syscall.ELOOP, reason: []string{"too many levels of symbolic links"}},
 		"card7":      {is: drm.ErrNodeMismatch, reason: []string{filepath.Join(roots.Dev, "dri", "card7") + " is 226:9, sysfs says 226:7"}},
-		"renderD132": {is: drm.ErrUnpaired, reason: []string{filepath.Join(pci, "0000:00:09.0") + " has 0 card and 1 render nodes"}},
+		"renderD132": {is: drm.ErrUnpaired, reason: []string{filepath.Join(pci, "0000:00:09.0") + " has 0 card, 1 render and 0 accel nodes"}},
 		"card8":      {reason: []string{filepath.Join(pci, "0000:00:0a.0", "drm", "card8", "dev"), "not a regular file"}},
 		"card9":      {is: drm.ErrOutsideRoot, reason: []string{filepath.Join(root, "dev", "dri")}},
 	}

@@ -1,6 +1,10 @@
 package drmtest
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+)
 
 // GPU describes one fake DRM device: its parent device in sysfs and its
 // nodes in the dev tree.
@@ -32,7 +36,18 @@ type GPU struct {
 	// Connectors are connector names (DP-1, HDMI-A-1) created as
 	// cardN-<name> entries, which discovery must ignore.
 	Connectors []string
+	// Class is drm.ClassAccel for a compute accelerator: the device
+	// registers /dev/accel/accel<Card> (char major 261) instead of a
+	// card node, and has no render node (Render must be -1). Empty means
+	// a DRM card.
+	Class string
+	// Control adds habanalabs' accel_controlD<Card> node to an accel
+	// device (class accel, char major ControlMajor).
+	Control bool
 }
+
+// accel reports whether g is an accel device.
+func (g GPU) accel() bool { return g.Class == drm.ClassAccel }
 
 // ID is the stable ID discovery reports for g: the PCI address, else the
 // platform device name.
@@ -44,7 +59,8 @@ func (g GPU) ID() string {
 }
 
 // WithNodes returns g with other card and render minors (render < 0:
-// display-only).
+// display-only). For an accel device card is the accel minor and render
+// must be -1.
 func (g GPU) WithNodes(card, render int) GPU {
 	g.Card, g.Render = card, render
 	return g
@@ -100,6 +116,25 @@ var (
 	// VKMS is the virtual KMS driver: a display-only platform card whose
 	// platform device has no driver link.
 	VKMS = GPU{Platform: "vkms", Card: 0, Render: -1, Connectors: []string{"Virtual-1"}}
+
+	// IntelNPU is the NPU of a Meteor Lake SoC (intel_vpu), a PCI
+	// processing accelerator with /dev/accel/accel0.
+	IntelNPU = GPU{Class: drm.ClassAccel, Driver: "intel_vpu", PCIAddress: "0000:00:0b.0", Vendor: "8086",
+		Device: "7d1d", NUMA: -1, Card: 0, Render: -1}
+	// AMDXDNA is the NPU of a Ryzen AI (Phoenix) SoC (amdxdna), a PCI
+	// function of the APU below a root port.
+	AMDXDNA = GPU{Class: drm.ClassAccel, Driver: "amdxdna", PCIAddress: "0000:c6:00.1", Vendor: "1022",
+		Device: "1502", NUMA: -1, Card: 0, Render: -1}
+	// HabanaGaudi2 is a Gaudi2 (habanalabs): accel0 and its control
+	// node accel_controlD0.
+	HabanaGaudi2 = GPU{Class: drm.ClassAccel, Driver: "habanalabs", PCIAddress: "0000:4d:00.0", Vendor: "1da3",
+		Device: "1020", NUMA: 0, Card: 0, Render: -1, Control: true}
+	// RK3588Panthor is the Mali-G610 of an RK3588 SoC on mainline
+	// (panthor), a platform device next to RK3588Rocket.
+	RK3588Panthor = GPU{Driver: "panthor", Platform: "fb000000.gpu", Card: 0, Render: 128}
+	// RK3588Rocket is the NPU of the same RK3588 SoC on mainline
+	// (rocket), an accel platform device.
+	RK3588Rocket = GPU{Class: drm.ClassAccel, Driver: "rocket", Platform: "fdab0000.npu", Card: 0, Render: -1}
 )
 
 // ManyIntel returns n Intel discrete GPUs on PCI buses 1..n, cards 0..n-1
