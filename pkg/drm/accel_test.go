@@ -29,10 +29,10 @@ func TestDiscoverAccel(t *testing.T) {
 		want    []string
 		skipped []string // what Inventory.Skipped says, in order
 	}{
-		"intel_vpu":                             {gpus: []drmtest.GPU{drmtest.IntelNPU}, want: []string{npu}},
-		"amdxdna, second accel minor":           {gpus: []drmtest.GPU{drmtest.AMDXDNA.WithNodes(1, -1)}, want: []string{xdna}},
+		"intel_vpu":                              {gpus: []drmtest.GPU{drmtest.IntelNPU}, want: []string{npu}},
+		"amdxdna, second accel minor":            {gpus: []drmtest.GPU{drmtest.AMDXDNA.WithNodes(1, -1)}, want: []string{xdna}},
 		"Meteor Lake: i915 card0 and NPU accel0": {gpus: []drmtest.GPU{drmtest.IntelIGPU, drmtest.IntelNPU}, want: []string{igpu, npu}},
-		"RK3588: panthor next to rocket":        {gpus: []drmtest.GPU{drmtest.RK3588Panthor, drmtest.RK3588Rocket}, want: []string{panthor, rocket}},
+		"RK3588: panthor next to rocket":         {gpus: []drmtest.GPU{drmtest.RK3588Panthor, drmtest.RK3588Rocket}, want: []string{panthor, rocket}},
 		"habanalabs: accel0 served, control node refused": {
 			gpus:    []drmtest.GPU{drmtest.HabanaGaudi2},
 			want:    []string{gaudi},
