@@ -74,8 +74,8 @@ type refresher interface {
 }
 
 // checkedNodes returns, for every card, its nodes as our specs hold them,
-// after checking each DRM node (container path under /dev/dri) against
-// the host: the node's host path and, for
+// after checking each DRM or accel node (container path under /dev/dri or
+// /dev/accel) against the host: the node's host path and, for
 // a /dev/dri/by-path link, the host's link of that name must be a char
 // device with the spec's numbers now. The link names the card's PCI or
 // platform device, so it catches the case where the card node path and
@@ -111,13 +111,13 @@ func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceS
 			return nil, unavailable(card)
 		}
 		// Numbers whose owner was checked: the by-path links repeat them. A
-		// card has two, so the slice stays on the stack.
+		// card has at most three, so the slice stays on the stack.
 		owned := make([]uint64, 0, 4)
 		for _, n := range nodes {
-			if !underDRI(n.Path) {
+			if !underNodeDir(n.Path) {
 				// A per-driver node shared by every card of the driver
 				// (/dev/kfd): no card's identity; the DaemonSet mounts
-				// only the host's /dev/dri.
+				// only the host's /dev/dri and /dev/accel.
 				continue
 			}
 			if err := checkHost(card, n, host.stat); err != nil {
