@@ -15,9 +15,9 @@ import (
 )
 
 // UeventSubsystems are the subsystems whose uevents can change the DRM
-// inventory: DRM nodes, and the PCI, platform and virtio parents whose
-// drivers bind and unbind.
-var UeventSubsystems = []string{"drm", "pci", "platform", "virtio"}
+// inventory: DRM and accel nodes, and the PCI, platform and virtio
+// parents whose drivers bind and unbind.
+var UeventSubsystems = []string{"drm", "accel", "pci", "platform", "virtio"}
 
 // Uevent is one kernel uevent.
 type Uevent struct {
