@@ -61,21 +61,22 @@ func (d *doctor) checkDevices() []drm.Card {
 		d.add("devices.skipped", Warn, e.Error(), "a card with missing or wrong device nodes is not advertised; check udev and the driver (dmesg)")
 	}
 	if len(inv.Cards) == 0 {
-		d.add("devices", Warn, fmt.Sprintf("no DRM card under %s/class/drm: nothing to advertise", d.opts.SysfsRoot),
-			"load the GPU's kernel driver (lsmod, dmesg); dri-cdi needs the card's DRM nodes")
+		d.add("devices", Warn, fmt.Sprintf("no DRM card under %[1]s/class/drm and no accel device under %[1]s/class/accel: nothing to advertise", d.opts.SysfsRoot),
+			"load the GPU's or NPU's kernel driver (lsmod, dmesg); dri-cdi needs the device's DRM or accel nodes")
 		return nil
 	}
 	var parts []string
 	for _, c := range inv.Cards {
-		nodes := []string{filepath.Base(c.CardNode.Path)}
-		if c.RenderNode != nil {
-			nodes = append(nodes, filepath.Base(c.RenderNode.Path))
-		} else {
+		var nodes []string
+		for _, n := range c.DRMNodes() {
+			nodes = append(nodes, filepath.Base(n.Path))
+		}
+		if c.DisplayOnly() {
 			nodes = append(nodes, "display-only")
 		}
 		parts = append(parts, fmt.Sprintf("%s (%s: %s)", c.ID, c.Driver, strings.Join(nodes, ", ")))
 	}
-	d.add("devices", OK, fmt.Sprintf("%d card(s): %s", len(inv.Cards), strings.Join(parts, "; ")), "")
+	d.add("devices", OK, fmt.Sprintf("%d device(s): %s", len(inv.Cards), strings.Join(parts, "; ")), "")
 	return inv.Cards
 }
 
