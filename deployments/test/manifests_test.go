@@ -458,6 +458,7 @@ func TestSecurityContext(t *testing.T) {
 			wantMounts := map[string]map[string]hostMount{
 				"agent": {
 					"/dev/dri":              {true, corev1.HostPathDirectoryOrCreate},
+					"/dev/accel":            {true, corev1.HostPathDirectoryOrCreate},
 					v.paths.cdiDir:          {false, corev1.HostPathDirectoryOrCreate},
 					v.paths.devicePluginDir: {false, corev1.HostPathDirectory},
 				},
@@ -466,6 +467,7 @@ func TestSecurityContext(t *testing.T) {
 					v.paths.podResourcesDir: {true, corev1.HostPathDirectory},
 					v.paths.cdiDir:          {true, corev1.HostPathDirectoryOrCreate},
 					"/dev/dri":              {true, corev1.HostPathDirectoryOrCreate},
+					"/dev/accel":            {true, corev1.HostPathDirectoryOrCreate},
 					// The kubelet checkpoint, for regular init containers.
 					v.paths.devicePluginDir: {true, corev1.HostPathDirectory},
 				},
