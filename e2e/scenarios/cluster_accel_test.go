@@ -18,6 +18,23 @@ import (
 // npuResource is the default pool of the fake Intel NPU (intel_vpu).
 const npuResource = "dri-cdi.dev/intel_vpu"
 
+// companionConfig gives the i915 pool (the default pool's name) a V4L2
+// companion tied to the card and the DMA heaps; the NPU keeps its default
+// pool.
+const companionConfig = `pools:
+- resource: dri-cdi.dev/i915
+  drivers: [i915]
+  companions:
+  - subsystem: video4linux
+  - path: /dev/dma_heap/*
+`
+
+// Container paths of the i915 pool's companions.
+const (
+	video = "/dev/video10"
+	heap  = "/dev/dma_heap/system"
+)
+
 // npuClass is the DRA DeviceClass of the intel_vpu driver
 // (deployments/kustomize/overlays/dra/deviceclasses.yaml).
 const npuClass = "intel-vpu.dri-cdi.dev"
@@ -28,7 +45,8 @@ func accelNode() (gpu, npu drmtest.GPU) { return harness.IntelGPU(0), drmtest.In
 
 // TestClusterAccel serves an Intel NPU through the device plugin, the way
 // a user deploys dri-cdi: the product image and the kustomize base
-// (through the e2e overlay) on the real single-node cluster. The node
+// (through the e2e overlay, with a config whose i915 pool has companion
+// nodes) on the real single-node cluster. The node
 // has no accel driver, so an open that the device cgroup allows gives the
 // probe result of a driverless major, which this test measures first
 // (ENXIO, as for render nodes: the kernel has no driver for 261:0); an
@@ -39,7 +57,15 @@ func TestClusterAccel(t *testing.T) {
 	gpu, npu := accelNode()
 	accel, render := harness.AccelPath(npu), harness.RenderPath(gpu)
 	c := startCluster(t, harness.ClusterOptions{Name: "accel", GPUs: []drmtest.GPU{gpu, npu}})
-	overlay, err := c.WriteOverlay(filepath.Join(c.Dir, "overlay"), harness.OverlayOptions{})
+	// The i915 pool has companions: a V4L2 node of the GPU's own PCI
+	// function (tied to the card) and the DMA heaps (by path).
+	for _, d := range []drmtest.CharDevice{
+		{Class: "video4linux", Name: "video10", Parent: "pci0000:00/" + gpu.ID(), Major: 81, Minor: 10, GID: drmtest.VideoGID},
+		{Class: "dma_heap", Name: "system", DevName: "dma_heap/system", Major: 240, Minor: 0},
+	} {
+		require.NoError(t, c.Node.Tree.AddCharDevice(d))
+	}
+	overlay, err := c.WriteOverlay(filepath.Join(c.Dir, "overlay"), harness.OverlayOptions{Config: companionConfig})
 	require.NoError(t, err)
 	hostAccel := filepath.Join(c.Node.DevRoot, "accel")
 
@@ -68,10 +94,11 @@ func TestClusterAccel(t *testing.T) {
 
 	var holder *harness.Pod
 	requireStep(t, "DevicePluginPodOpensTheAccelNode", func(t *testing.T) {
-		apply(t, c, harness.ProbePod(harness.ProbePodSpec{Name: "npu", Resource: npuResource, Paths: []string{accel, render}}))
-		res := claimPodProbes(t, c, "npu", accel, render)
+		apply(t, c, harness.ProbePod(harness.ProbePodSpec{Name: "npu", Resource: npuResource, Paths: []string{accel, render, video}}))
+		res := claimPodProbes(t, c, "npu", accel, render, video)
 		require.Equal(t, harness.ENXIO, res[accel].Errno, "the NPU's node, as uid 1000: %s", res[accel].Message)
 		require.Equal(t, harness.ENOENT, res[render].Errno, "the GPU is not the pod's: %s", res[render].Message)
+		require.Equal(t, harness.ENOENT, res[video].Errno, "the i915 pool's companion is not the NPU pool's: %s", res[video].Message)
 		holder = mustOnePod(t, c, "default", "app=npu")
 		spec, err := c.Node.Inspect(ctx, holder.ContainerID("app"))
 		require.NoError(t, err)
@@ -88,6 +115,25 @@ func TestClusterAccel(t *testing.T) {
 		m := kubectl(t, c, "get", "--raw", "/api/v1/namespaces/"+driCDINamespace+"/pods/"+ds.Metadata.Name+":9471/proxy/metrics")
 		require.GreaterOrEqual(t, metricValue(t, m, "dri_cdi_nri_handler_duration_seconds_count", "result", "verified"), 1.0, m)
 		require.Zero(t, metricValue(t, m, "dri_cdi_nri_handler_duration_seconds_count", "result", "error"), m)
+	})
+
+	t.Run("PoolCompanionsAreDelivered", func(t *testing.T) {
+		apply(t, c, harness.ProbePod(harness.ProbePodSpec{Name: "gpu", Resource: resource, Paths: []string{render, video, heap, accel}}))
+		res := claimPodProbes(t, c, "gpu", render, video, heap, accel)
+		for _, p := range []string{render, video, heap} {
+			require.Equal(t, harness.ENXIO, res[p].Errno, "%s, as uid 1000: %s", p, res[p].Message)
+		}
+		require.Equal(t, harness.ENOENT, res[accel].Errno, "the NPU is not the pod's: %s", res[accel].Message)
+		pod := mustOnePod(t, c, "default", "app=gpu")
+		spec, err := c.Node.Inspect(ctx, pod.ContainerID("app"))
+		require.NoError(t, err)
+		got := map[string][2]int64{}
+		for _, d := range spec.Devices {
+			got[d.Path] = [2]int64{d.Major, d.Minor}
+		}
+		require.Equal(t, [2]int64{81, 10}, got[video], "linux.devices: %+v", spec.Devices)
+		require.Equal(t, [2]int64{240, 0}, got[heap], "linux.devices: %+v", spec.Devices)
+		kubectl(t, c, "delete", "pod", "gpu", "--wait=true")
 	})
 
 	t.Run("ForgedAnnotationsForTheNPUAreRefused", func(t *testing.T) {

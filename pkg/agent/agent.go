@@ -194,7 +194,7 @@ func (l *Loop) Run(ctx context.Context, backend Backend) error {
 		"pools": len(l.cfg.Pools), "defaultPools": l.cfg.DefaultPools,
 	}).Info("starting discovery and spec loop")
 
-	rec := NewReconciler(l.cfg, DiscoverFunc(func() (*drm.Inventory, error) { return drm.Discover(o.Roots) }),
+	rec := NewReconciler(l.cfg, DiscoverFunc(func() (*drm.Inventory, error) { return l.cfg.Discover(o.Roots) }),
 		l.writer, backend, log.WithField("component", "inventory"), l.met)
 	a := &agent{opts: o, rec: rec, backend: backend, met: l.met, log: log,
 		paths: newHostPaths(o.Roots.Sysfs, backend.HostDirs(), log.WithField("component", "inventory"))}

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -36,9 +37,10 @@ func (r *rootFlags) register(f *flags) {
 
 func (r *rootFlags) roots() drm.Roots { return drm.Roots{Sysfs: r.sysfs, Dev: r.dev} }
 
-// discoverCards runs discovery and reports each skipped entry on stderr.
-func discoverCards(env *Env, roots drm.Roots) ([]drm.Card, error) {
-	inv, err := drm.Discover(roots)
+// discoverCards runs discovery with the companions of cfg, and reports
+// each skipped entry and each refused or missing companion on stderr.
+func discoverCards(env *Env, roots drm.Roots, cfg *config.Config) ([]drm.Card, error) {
+	inv, err := cfg.Discover(roots)
 	if err != nil {
 		return nil, err
 	}
@@ -50,6 +52,9 @@ func discoverCards(env *Env, roots drm.Roots) ([]drm.Card, error) {
 	// Each error already reads "skip DRM entry <path>: <reason>".
 	for _, s := range inv.Skipped {
 		env.warnf("%v", s)
+	}
+	for _, e := range inv.Companions {
+		env.warnf("%v", e)
 	}
 	return inv.Cards, nil
 }
@@ -116,7 +121,7 @@ func runDiscover(_ context.Context, env *Env, args []string) error {
 	if err := f.parse(env, args, false); err != nil {
 		return err
 	}
-	cards, err := discoverCards(env, roots.roots())
+	cards, err := discoverCards(env, roots.roots(), config.Default())
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -52,13 +53,16 @@ func (d *doctor) checkPodResources() {
 
 // checkDevices runs discovery and reports the cards and what was skipped.
 func (d *doctor) checkDevices() []drm.Card {
-	inv, err := drm.Discover(drm.Roots{Sysfs: d.host(d.opts.SysfsRoot), Dev: d.host(d.opts.DevRoot)})
+	inv, err := config.Default().Discover(drm.Roots{Sysfs: d.host(d.opts.SysfsRoot), Dev: d.host(d.opts.DevRoot)})
 	if err != nil {
 		d.add("devices", Fail, err.Error(), "run as root on the host, with --sysfs-root and --dev-root pointing at sysfs and /dev")
 		return nil
 	}
 	for _, e := range inv.Skipped {
 		d.add("devices.skipped", Warn, e.Error(), "a card with missing or wrong device nodes is not advertised; check udev and the driver (dmesg)")
+	}
+	for _, e := range inv.Companions {
+		d.add("devices.companions", Warn, e.Error(), "the card is advertised without this node; check that its driver is loaded and udev made the node")
 	}
 	if len(inv.Cards) == 0 {
 		d.add("devices", Warn, fmt.Sprintf("no DRM card under %[1]s/class/drm and no accel device under %[1]s/class/accel: nothing to advertise", d.opts.SysfsRoot),

@@ -67,7 +67,8 @@ type Card struct {
 	RenderNode *DeviceNode `json:"renderNode,omitempty"`
 	// AccelNode is /dev/accel/accelN; nil for a DRM card.
 	AccelNode *DeviceNode `json:"accelNode,omitempty"`
-	// Extra holds per-driver nodes, e.g. /dev/kfd for amdgpu.
+	// Extra holds the card's companion nodes (see Companion), e.g.
+	// /dev/kfd for amdgpu. Discovery leaves it empty; Companions fills it.
 	Extra []DeviceNode `json:"extra,omitempty"`
 	// ByPath holds the /dev/dri/by-path links of this card, as nodes whose
 	// Path is the link's path in the container and whose numbers are the
@@ -79,8 +80,9 @@ type Card struct {
 // accel node: it can only drive displays.
 func (c *Card) DisplayOnly() bool { return c.RenderNode == nil && c.AccelNode == nil }
 
-// HasCardNode reports whether the device has a DRM card node.
-func (c *Card) HasCardNode() bool { return c.CardNode.Path != "" }
+// HasCardNode reports whether the device has a DRM card node: an accel
+// device, or a card without nodes (cdi.Unavailable), has none.
+func (c *Card) HasCardNode() bool { return c.CardNode != (DeviceNode{}) }
 
 // Class is ClassAccel for a device whose only node is an accel node,
 // else ClassDRM.
@@ -136,4 +138,8 @@ type Inventory struct {
 	// Skipped explains each DRM entry that was left out because it was
 	// malformed; each error names the path and the reason.
 	Skipped []error
+	// Companions holds an error for each companion node that was refused
+	// or is missing (set by whoever resolves companions, not by
+	// Discover); the cards are kept, without those nodes.
+	Companions []error
 }

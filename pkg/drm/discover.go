@@ -19,7 +19,6 @@ const (
 	containerDRI    = "/dev/dri"
 	containerAccel  = "/dev/accel"
 	containerByPath = "/dev/dri/by-path"
-	containerKFD    = "/dev/kfd"
 )
 
 // maxAttrSize bounds how much of a sysfs attribute file is read.
@@ -86,8 +85,6 @@ type discovery struct {
 	sys, sysReal, dev string
 	res               *resolver
 	inv               Inventory
-	kfdNode           *DeviceNode // /dev/kfd, once looked up
-	kfdDone           bool
 }
 
 // entry is one cardN or renderDN in class/drm, or accelN in class/accel.
@@ -507,11 +504,6 @@ func (d *discovery) build(g *group, n nodes) (built, *entry, error) {
 		}
 		c.AccelNode = &an
 	}
-	if c.Driver == "amdgpu" {
-		if kfd, ok := d.kfd(); ok {
-			c.Extra = append(c.Extra, kfd)
-		}
-	}
 	return built{card: c, g: g}, nil, nil
 }
 
@@ -676,21 +668,6 @@ func fstatatNoFollow(dirfd int, name string, st *unix.Stat_t) error {
 			return err
 		}
 	}
-}
-
-// kfd returns /dev/kfd when it exists and is a char device.
-func (d *discovery) kfd() (DeviceNode, bool) {
-	if !d.kfdDone {
-		d.kfdDone = true
-		if n, err := statChar(filepath.Join(d.dev, "kfd")); err == nil {
-			n.Path = containerKFD
-			d.kfdNode = &n
-		}
-	}
-	if d.kfdNode == nil {
-		return DeviceNode{}, false
-	}
-	return *d.kfdNode, true
 }
 
 // dropDuplicates leaves out every card whose ID another card also has:

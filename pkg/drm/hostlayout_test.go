@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest/hostlayout"
@@ -64,7 +65,7 @@ func TestDiscoverHostLayouts(t *testing.T) {
 			roots, err := hostlayout.Build(root, name)
 			require.NoError(t, err)
 			require.NoError(t, hostlayout.CheckLinks(root, name))
-			inv, err := drm.Discover(roots)
+			inv, err := config.Default().Discover(roots)
 			require.NoError(t, err)
 			got := []string{}
 			for _, c := range inv.Cards {
@@ -139,7 +140,7 @@ func TestDiscoverHostLayoutWithoutBus(t *testing.T) {
 			roots, err := hostlayout.Build(root, name)
 			require.NoError(t, err)
 			require.NoError(t, os.RemoveAll(filepath.Join(roots.Sysfs, "bus")))
-			inv, err := drm.Discover(roots)
+			inv, err := config.Default().Discover(roots)
 			require.NoError(t, err)
 			require.Empty(t, inv.Skipped)
 			got := []string{}

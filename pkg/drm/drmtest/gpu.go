@@ -31,6 +31,9 @@ type GPU struct {
 	// Platform is the platform device name (vkms, simple-framebuffer.0)
 	// when the card is not on PCI.
 	Platform string
+	// PlatformBus, when set, is the SoC bus node the platform device
+	// sits below (soc: sys/devices/platform/soc/<Platform>).
+	PlatformBus string
 	// VirtioIndex is N of the virtioN device for Bus "virtio".
 	VirtioIndex int
 	// Connectors are connector names (DP-1, HDMI-A-1) created as
@@ -135,6 +138,11 @@ var (
 	// RK3588Rocket is the NPU of the same RK3588 SoC on mainline
 	// (rocket), an accel platform device.
 	RK3588Rocket = GPU{Class: drm.ClassAccel, Driver: "rocket", Platform: "fdab0000.npu", Card: 0, Render: -1}
+	// PiV3D is the 3D block of a Raspberry-Pi-like SoC (v3d), below the
+	// SoC bus node soc, next to PiVC4 and the V4L2 codec of PiCodecs.
+	PiV3D = GPU{Driver: "v3d", Platform: "fec00000.v3d", PlatformBus: "soc", Card: 1, Render: 128}
+	// PiVC4 is the display block of the same SoC (vc4-drm), display-only.
+	PiVC4 = GPU{Driver: "vc4-drm", Platform: "gpu", PlatformBus: "soc", Card: 0, Render: -1, Connectors: []string{"HDMI-A-1"}}
 )
 
 // ManyIntel returns n Intel discrete GPUs on PCI buses 1..n, cards 0..n-1

@@ -323,7 +323,7 @@ func rootPort(dom string) string { return dom + ":00:01.0" }
 // platform device.
 func (t *Tree) deviceDir(g GPU) string {
 	if g.bus() == "platform" {
-		return filepath.Join(t.sys, "devices", "platform", g.Platform)
+		return filepath.Join(t.sys, "devices", "platform", g.PlatformBus, g.Platform)
 	}
 	return t.pciDir(g.PCIAddress)
 }
@@ -460,6 +460,14 @@ func (t *Tree) bindSysfs(g GPU) error {
 	if g.accel() {
 		return t.bindAccel(parent, g)
 	}
+	if g.KFD {
+		if _, err := os.Lstat(t.charLink(KFDMajor, KFDMinor)); errors.Is(err, fs.ErrNotExist) {
+			// The kernel's part of amdkfd; udevAdd makes the node.
+			if _, err := t.charSysfs(kfdDevice); err != nil {
+				return err
+			}
+		}
+	}
 	card := fmt.Sprintf("card%d", g.Card)
 	render := fmt.Sprintf("renderD%d", g.Render)
 	if g.Render >= 0 {
@@ -554,6 +562,84 @@ func (t *Tree) udevAdd(g GPU) error {
 		return t.node(filepath.Join(t.dev, "kfd"), KFDMajor, KFDMinor, RenderGID)
 	}
 	return nil
+}
+
+// kfdDevice is amdkfd's class device: a virtual device of its own, which
+// stays while the amdgpu module is loaded.
+var kfdDevice = CharDevice{Class: "kfd", Name: "kfd", Major: KFDMajor, Minor: KFDMinor, GID: RenderGID}
+
+// CharDevice is a char device of another subsystem than DRM, for
+// companion nodes: its class device in sysfs (with the kernel's
+// <sysfs>/dev/char link) and its node under dev.
+type CharDevice struct {
+	// Class is the subsystem: video4linux, media, dma_heap, misc,
+	// scsi_generic, ...
+	Class string
+	// Name is the class device's name (video10, system, rga, sg0).
+	Name string
+	// Parent is the device it sits below, relative to sys/devices
+	// (platform/soc/soc:bcm2835-codec, pci0000:00/0000:00:02.0); empty
+	// for a virtual device, sys/devices/virtual/<Class>/<Name>.
+	Parent string
+	// DevName is its node's path under dev (dma_heap/system); empty
+	// means Name.
+	DevName string
+	// Major and Minor are its numbers; GID owns the node.
+	Major, Minor, GID int
+}
+
+// AddCharDevice adds d: the kernel's part (class device, class link,
+// dev/char link), then udev's (the node).
+func (t *Tree) AddCharDevice(d CharDevice) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.charDevice(d)
+}
+
+// charDevice is AddCharDevice with the tree locked.
+func (t *Tree) charDevice(d CharDevice) error {
+	devname, err := t.charSysfs(d)
+	if err != nil {
+		return err
+	}
+	return t.node(filepath.Join(t.dev, devname), d.Major, d.Minor, d.GID)
+}
+
+// charSysfs is the kernel's part of AddCharDevice; it returns the node's
+// path under dev.
+func (t *Tree) charSysfs(d CharDevice) (string, error) {
+	if d.Class == "" || d.Name == "" || strings.ContainsAny(d.Class+d.Name, "/\x00") {
+		return "", fmt.Errorf("fake char device %q of class %q: not file names", d.Name, d.Class)
+	}
+	devname := d.DevName
+	if devname == "" {
+		devname = d.Name
+	}
+	var dir string
+	if d.Parent == "" {
+		dir = filepath.Join(t.sys, "devices", "virtual", d.Class, d.Name)
+	} else {
+		parent := filepath.Join(t.sys, "devices", d.Parent)
+		dir = filepath.Join(parent, d.Class, d.Name)
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return "", err
+		}
+	}
+	err := firstErr(
+		os.MkdirAll(dir, 0o755),
+		writeFile(filepath.Join(dir, "dev"), fmt.Sprintf("%d:%d\n", d.Major, d.Minor)),
+		writeFile(filepath.Join(dir, "uevent"), fmt.Sprintf("MAJOR=%d\nMINOR=%d\nDEVNAME=%s\n", d.Major, d.Minor, devname)),
+		relSymlink(filepath.Join(t.sys, "class", d.Class), filepath.Join(dir, "subsystem")),
+		relSymlink(dir, filepath.Join(t.sys, "class", d.Class, d.Name)),
+		relSymlink(dir, t.charLink(d.Major, d.Minor)),
+	)
+	if err == nil && d.Parent != "" {
+		err = relSymlink(filepath.Join(t.sys, "devices", d.Parent), filepath.Join(dir, "device"))
+	}
+	if err != nil {
+		return "", fmt.Errorf("fake char device %s: %w", d.Name, err)
+	}
+	return devname, nil
 }
 
 // minorDir creates <parent>/drm/<name> as the kernel does for a DRM
