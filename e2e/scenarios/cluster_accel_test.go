@@ -65,7 +65,7 @@ func TestClusterAccel(t *testing.T) {
 	} {
 		require.NoError(t, c.Node.Tree.AddCharDevice(d))
 	}
-	overlay, err := c.WriteOverlay(filepath.Join(c.Dir, "overlay"), harness.OverlayOptions{Config: companionConfig})
+	overlay, err := c.WriteOverlay(filepath.Join(c.Dir, "overlay"), harness.OverlayOptions{Config: companionConfig, DevPaths: []string{"video10", "dma_heap"}})
 	require.NoError(t, err)
 	hostAccel := filepath.Join(c.Node.DevRoot, "accel")
 
