@@ -115,9 +115,9 @@ func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceS
 		owned := make([]uint64, 0, 4)
 		for _, n := range nodes {
 			if !underNodeDir(n.Path) {
-				// A per-driver node shared by every card of the driver
-				// (/dev/kfd): no card's identity; the DaemonSet mounts
-				// only the host's /dev/dri and /dev/accel.
+				// A companion node, which cards may share (/dev/kfd,
+				// a SoC's codec): no card's identity; the agent checked
+				// its subsystem when it wrote the spec.
 				continue
 			}
 			if err := checkHost(card, n, host.stat); err != nil {

@@ -10,7 +10,7 @@ type DeviceNode struct {
 	// HostPath is the node on the host, under the dev root.
 	HostPath string `json:"hostPath"`
 	// Major and Minor are the character device numbers, from sysfs `dev`
-	// (or from the host node for nodes without a sysfs entry, like /dev/kfd).
+	// (or from the host node for companion nodes found by path).
 	Major uint32 `json:"major"`
 	Minor uint32 `json:"minor"`
 	// Mode holds the permission bits of the host node (e.g. 0660).
@@ -68,7 +68,8 @@ type Card struct {
 	// AccelNode is /dev/accel/accelN; nil for a DRM card.
 	AccelNode *DeviceNode `json:"accelNode,omitempty"`
 	// Extra holds the card's companion nodes (see Companion), e.g.
-	// /dev/kfd for amdgpu. Discovery leaves it empty; Companions fills it.
+	// /dev/kfd for amdgpu. Discovery leaves it empty; config.Discover
+	// fills it (Companions).
 	Extra []DeviceNode `json:"extra,omitempty"`
 	// ByPath holds the /dev/dri/by-path links of this card, as nodes whose
 	// Path is the link's path in the container and whose numbers are the

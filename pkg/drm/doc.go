@@ -48,8 +48,18 @@
 //     <dev>/accel, which must be char devices with the numbers from sysfs
 //     `dev`; their mode and owner come from the host node;
 //   - every <dev>/dri/by-path link that resolves to one of those nodes
-//     (accel nodes have none);
-//   - for amdgpu, <dev>/kfd when it is a char device.
+//     (accel nodes have none).
+//
+// # Companion nodes
+//
+// Discovery attaches no other node. Companions resolves the companion
+// nodes a card's pool asks for (a Companion: a kernel subsystem whose
+// nodes are tied to the card in sysfs, or a path or glob under /dev) and
+// accepts a node only if the kernel registered its number in a subsystem
+// of CompanionSubsystems (or as one of the CompanionMisc devices); a DRM
+// or accel node never is one. DefaultCompanions gives amdgpu /dev/kfd.
+// The config package calls it for each card's pool
+// (config.Config.Discover).
 //
 // # Malformed entries
 //
