@@ -70,13 +70,7 @@ func TestClusterAccel(t *testing.T) {
 	hostAccel := filepath.Join(c.Node.DevRoot, "accel")
 
 	requireStep(t, "DaemonSetReady", func(t *testing.T) {
-		kubectl(t, c, "apply", "-k", overlay)
-		t.Cleanup(func() {
-			if t.Failed() {
-				logPodContainers(t, c, driCDINamespace, driCDIPods)
-			}
-		})
-		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, driCDIDaemonSet, 3*time.Minute))
+		applyAndWaitReady(t, c, overlay, driCDIDaemonSet, driCDIPods)
 	})
 
 	requireStep(t, "AllocatableShowsTheNPUPool", func(t *testing.T) {
@@ -178,13 +172,7 @@ func TestClusterDRAAccel(t *testing.T) {
 		require.NoError(t, c.LabelNode(ctx, draModeLabel, "dra"))
 		overlay, err := c.WriteDRAOverlay(filepath.Join(c.Dir, "overlay-dra"))
 		require.NoError(t, err)
-		kubectl(t, c, "apply", "-k", overlay)
-		t.Cleanup(func() {
-			if t.Failed() {
-				logPodContainers(t, c, driCDINamespace, draPods)
-			}
-		})
-		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
+		applyAndWaitReady(t, c, overlay, draDaemonSet, draPods)
 	})
 
 	requireStep(t, "SlicePublishesTheNPU", func(t *testing.T) {
@@ -217,4 +205,18 @@ func TestClusterDRAAccel(t *testing.T) {
 		require.Len(t, names, 1, "the scheduler must have made the pod's extended-resource claim")
 		kubectl(t, c, "delete", "pod", "npu-ext", "--wait=true")
 	})
+}
+
+// applyAndWaitReady applies the kustomize overlay and waits until the
+// DaemonSet ds is Ready; when the test fails, the output of the pods
+// matching selector is logged.
+func applyAndWaitReady(t *testing.T, c *harness.Cluster, overlay, ds, selector string) {
+	t.Helper()
+	kubectl(t, c, "apply", "-k", overlay)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logPodContainers(t, c, driCDINamespace, selector)
+		}
+	})
+	require.NoError(t, c.WaitDaemonSetReady(context.Background(), driCDINamespace, ds, 3*time.Minute))
 }

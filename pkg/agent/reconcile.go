@@ -353,42 +353,33 @@ func cardFields(c *drm.Card) logrus.Fields {
 
 // logSkipped warns about malformed entries when the set changes, so a
 // permanent problem is not repeated on every resync.
-// logCompanions logs the refused and missing companion nodes when
-// they differ from the last pass's: the cards are advertised without
-// them, and a container that needs them would fail in ways that name no
-// cause.
+func (r *Reconciler) logSkipped(skipped []error) {
+	r.logChanged(&r.skipped, skipped, "DRM entry skipped", "no DRM entries skipped any more")
+}
+
+// logCompanions logs the refused and missing companion nodes when they
+// differ from the last pass's: the cards are advertised without them,
+// and a container that needs them would fail in ways that name no cause.
 func (r *Reconciler) logCompanions(errs []error) {
+	r.logChanged(&r.companions, errs, "companion node not given", "every companion node found")
+}
+
+// logChanged warns once per error when errs differ from the last set,
+// kept joined in *last, and says clear when they are gone.
+func (r *Reconciler) logChanged(last *string, errs []error, warn, clear string) {
 	msgs := make([]string, 0, len(errs))
 	for _, e := range errs {
 		msgs = append(msgs, e.Error())
 	}
 	joined := strings.Join(msgs, "\n")
-	if joined == r.companions {
+	if joined == *last {
 		return
 	}
-	r.companions = joined
+	*last = joined
 	for _, e := range errs {
-		r.log.WithError(e).Warn("companion node not given")
+		r.log.WithError(e).Warn(warn)
 	}
 	if len(errs) == 0 {
-		r.log.Info("every companion node found")
-	}
-}
-
-func (r *Reconciler) logSkipped(skipped []error) {
-	msgs := make([]string, 0, len(skipped))
-	for _, e := range skipped {
-		msgs = append(msgs, e.Error())
-	}
-	joined := strings.Join(msgs, "\n")
-	if joined == r.skipped {
-		return
-	}
-	r.skipped = joined
-	for _, e := range skipped {
-		r.log.WithError(e).Warn("DRM entry skipped")
-	}
-	if len(skipped) == 0 {
-		r.log.Info("no DRM entries skipped any more")
+		r.log.Info(clear)
 	}
 }

@@ -131,28 +131,25 @@ func (n node) build(t *testing.T) Options {
 // spec is a CDI spec of our kind with one device with a card and a
 // render node.
 func spec(id string, card, render int) string {
-	return fmt.Sprintf(`cdiVersion: 0.6.0
-kind: dri-cdi.dev/gpu
-devices:
-- name: %q
-  containerEdits:
-    deviceNodes:
-    - {path: /dev/dri/card%d, type: c, major: 226, minor: %d, permissions: rw}
-    - {path: /dev/dri/renderD%d, type: c, major: 226, minor: %d, permissions: rw}
-`, id, card, card, render, render)
+	return specOf(id, fmt.Sprintf("/dev/dri/card%d=226:%d", card, card), fmt.Sprintf("/dev/dri/renderD%d=226:%d", render, render))
 }
 
 // accelSpec is a CDI spec of our kind with one device with an accel
 // node.
 func accelSpec(id string, minor int) string {
-	return fmt.Sprintf(`cdiVersion: 0.6.0
-kind: dri-cdi.dev/gpu
-devices:
-- name: %q
-  containerEdits:
-    deviceNodes:
-    - {path: /dev/accel/accel%d, type: c, major: 261, minor: %d, permissions: rw}
-`, id, minor, minor)
+	return specOf(id, fmt.Sprintf("/dev/accel/accel%d=261:%d", minor, minor))
+}
+
+// specOf is a CDI spec of our kind with one device with nodes, each
+// "path=major:minor".
+func specOf(id string, nodes ...string) string {
+	s := fmt.Sprintf("cdiVersion: 0.6.0\nkind: dri-cdi.dev/gpu\ndevices:\n- name: %q\n  containerEdits:\n    deviceNodes:\n", id)
+	for _, n := range nodes {
+		path, num, _ := strings.Cut(n, "=")
+		major, minor, _ := strings.Cut(num, ":")
+		s += fmt.Sprintf("    - {path: %s, type: c, major: %s, minor: %s, permissions: rw}\n", path, major, minor)
+	}
+	return s
 }
 
 func writeFile(t *testing.T, path, body string) {

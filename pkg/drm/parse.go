@@ -156,16 +156,11 @@ const (
 // "renderD<N>" are nodes, everything else (connectors like card0-DP-1,
 // version, controlD64, ...) is not.
 func classifyEntry(name string) nodeKind {
-	if n, ok := strings.CutPrefix(name, "renderD"); ok {
-		if _, ok := parseUintStrict(n); ok {
-			return kindRender
-		}
-		return kindOther
-	}
-	if n, ok := strings.CutPrefix(name, "card"); ok {
-		if _, ok := parseUintStrict(n); ok {
-			return kindCard
-		}
+	switch {
+	case numbered(name, "renderD"):
+		return kindRender
+	case numbered(name, "card"):
+		return kindCard
 	}
 	return kindOther
 }
@@ -174,18 +169,24 @@ func classifyEntry(name string) nodeKind {
 // is a compute node, "accel_controlD<N>" a control node, anything else
 // is not a node.
 func classifyAccel(name string) nodeKind {
-	if n, ok := strings.CutPrefix(name, "accel_controlD"); ok {
-		if _, ok := parseUintStrict(n); ok {
-			return kindControl
-		}
-		return kindOther
-	}
-	if n, ok := strings.CutPrefix(name, "accel"); ok {
-		if _, ok := parseUintStrict(n); ok {
-			return kindAccel
-		}
+	switch {
+	case numbered(name, "accel_controlD"):
+		return kindControl
+	case numbered(name, "accel"):
+		return kindAccel
 	}
 	return kindOther
+}
+
+// numbered reports whether name is prefix followed by a plain decimal
+// number.
+func numbered(name, prefix string) bool {
+	n, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return false
+	}
+	_, ok = parseUintStrict(n)
+	return ok
 }
 
 // isPCIAddress reports whether name looks like a PCI device address,
