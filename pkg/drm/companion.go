@@ -216,7 +216,9 @@ func tiedNodes(roots Roots, card *Card, sub string) ([]DeviceNode, error) {
 			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrCompanionRefused, dir, err))
 			continue
 		}
-		if err := allowed(sub, filepath.Base(dir), n.Path, fmt.Sprintf("%d:%d", n.Major, n.Minor)); err != nil {
+		// The kernel's record of the number decides, not the class
+		// directory the entry was found in.
+		if err := allowedChar(roots.Sysfs, n); err != nil {
 			errs = append(errs, err)
 			continue
 		}

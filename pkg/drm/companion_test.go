@@ -22,7 +22,7 @@ const piCodec = "platform/soc/soc:bcm2835-codec"
 // piNode is a Pi-like SoC (v3d, display-only vc4, three V4L2 codec nodes
 // and a media controller on the SoC), with a DMA heap, a SCSI generic
 // node, two misc devices, and an Intel GPU on PCI next to it.
-func piNode(t *testing.T) *drmtest.Tree {
+func piNode(t testing.TB) *drmtest.Tree {
 	t.Helper()
 	drmtest.SkipUnlessRoot(t)
 	tree := drmtest.MustBuild(t, drmtest.PiV3D, drmtest.PiVC4, drmtest.IntelIGPU.WithNodes(2, 129))
@@ -41,7 +41,7 @@ func piNode(t *testing.T) *drmtest.Tree {
 	return tree
 }
 
-func cardOf(t *testing.T, tree *drmtest.Tree, id string) *drm.Card {
+func cardOf(t testing.TB, tree *drmtest.Tree, id string) *drm.Card {
 	t.Helper()
 	inv := discover(t, tree)
 	for i := range inv.Cards {
@@ -150,4 +150,42 @@ func TestCompanionsRefuseCardNodesAndUnknownNumbers(t *testing.T) {
 	for _, e := range errs {
 		require.ErrorIs(t, e, drm.ErrCompanionRefused)
 	}
+}
+
+// FuzzCompanions writes a fuzzed dev attribute and uevent DEVNAME into
+// the Pi-like codec's class device and checks that resolving its
+// companions never fails the call, never hands out a node outside the
+// dev root, with other numbers than its host node, or of another
+// subsystem (the dev tree holds DRM nodes), and never loses the other
+// codec nodes.
+func FuzzCompanions(f *testing.F) {
+	f.Add("81:10\n", "video10")
+	f.Add("81:10", "../video10")
+	f.Add("226:0\n", "dri/card0")
+	f.Add("garbage", "/etc/passwd")
+	f.Add("81:11\n", "video11")
+	tree := piNode(f)
+	roots := tree.Roots()
+	card := cardOf(f, tree, drmtest.PiV3D.ID())
+	dir := filepath.Join(roots.Sysfs, "devices", piCodec, "video4linux", "video10")
+	f.Fuzz(func(t *testing.T, dev, devname string) {
+		if strings.ContainsAny(devname, "\n\x00") || len(devname) > 128 {
+			return
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "dev"), []byte(dev), 0o444))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "uevent"), []byte("MAJOR=81\nMINOR=10\nDEVNAME="+devname+"\n"), 0o444))
+		nodes, _ := drm.Companions(roots, card, []drm.Companion{{Subsystem: "video4linux"}})
+		paths := map[string]bool{}
+		for _, n := range nodes {
+			paths[n.Path] = true
+			require.True(t, strings.HasPrefix(n.HostPath, roots.Dev+"/"), n.HostPath)
+			require.Equal(t, "/dev/"+strings.TrimPrefix(n.HostPath, roots.Dev+"/"), n.Path)
+			require.NotEqual(t, uint32(226), n.Major, "a DRM node is never a companion")
+			var st unix.Stat_t
+			require.NoError(t, unix.Lstat(n.HostPath, &st))
+			require.Equal(t, uint64(unix.Mkdev(n.Major, n.Minor)), uint64(st.Rdev), "%s has the numbers of its host node", n.Path)
+			require.Contains(t, []uint32{81}, n.Major, "only V4L2 nodes: %s", n.Path)
+		}
+		require.True(t, paths["/dev/video11"] && paths["/dev/video12"], "%v", paths)
+	})
 }

@@ -46,7 +46,7 @@ func summary(t *testing.T, root string, c drm.Card) string {
 	return s
 }
 
-func discover(t *testing.T, tree *drmtest.Tree) *drm.Inventory {
+func discover(t testing.TB, tree *drmtest.Tree) *drm.Inventory {
 	t.Helper()
 	inv, err := drm.Discover(tree.Roots())
 	require.NoError(t, err)
