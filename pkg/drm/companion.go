@@ -195,6 +195,10 @@ func tiedNodes(roots Roots, card *Card, sub string) ([]DeviceNode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: card device %s: %w", ErrCompanionMissing, card.SysfsPath, err)
 	}
+	sysReal, err := filepath.EvalSymlinks(roots.Sysfs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sysfs root: %w", ErrCompanionMissing, err)
+	}
 	class := filepath.Join(roots.Sysfs, "class", sub)
 	entries, err := os.ReadDir(class)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -204,8 +208,8 @@ func tiedNodes(roots Roots, card *Card, sub string) ([]DeviceNode, error) {
 	var errs []error
 	for _, e := range entries {
 		dir, err := filepath.EvalSymlinks(filepath.Join(class, e.Name()))
-		if err != nil {
-			continue // a class entry that does not resolve is no node of this card
+		if err != nil || !within(sysReal, dir) {
+			continue // a class entry that does not resolve (within the root) is no node of this card
 		}
 		dev, err := filepath.EvalSymlinks(filepath.Join(dir, "device"))
 		if err != nil || !tied(card, parent, dev) {
