@@ -30,6 +30,11 @@ func TestParseUevent(t *testing.T) {
 			}},
 			relevant: true,
 		},
+		"companion add": {
+			in:       "add@/devices/platform/soc/soc:bcm2835-codec/video4linux/video10\x00ACTION=add\x00SUBSYSTEM=video4linux\x00",
+			want:     Uevent{Action: "add", DevPath: "/devices/platform/soc/soc:bcm2835-codec/video4linux/video10", Subsystem: "video4linux", Env: map[string]string{"ACTION": "add", "SUBSYSTEM": "video4linux"}},
+			relevant: true,
+		},
 		"pci unbind": {
 			in:       "unbind@/devices/pci0000:00/0000:00:02.0\x00ACTION=unbind\x00SUBSYSTEM=pci\x00",
 			want:     Uevent{Action: "unbind", DevPath: "/devices/pci0000:00/0000:00:02.0", Subsystem: "pci", Env: map[string]string{"ACTION": "unbind", "SUBSYSTEM": "pci"}},
