@@ -55,6 +55,20 @@ func platformCard(id, driver string, card, render int) drm.Card {
 	return c
 }
 
+// accelCard is an accel device (no card node) with /dev/accel/accel<minor>.
+func accelCard(id, driver, bus string, minor int) drm.Card {
+	a := node(fmt.Sprintf("/dev/accel/accel%d", minor), drm.AccelMajor, uint32(minor))
+	c := drm.Card{
+		ID: id, Name: fmt.Sprintf("accel%d", minor), Driver: driver, Bus: bus, NUMANode: -1,
+		SysfsPath: "/sys/devices/platform/" + id,
+		AccelNode: &a,
+	}
+	if bus == "pci" {
+		c.PCIAddress, c.SysfsPath = id, "/sys/devices/pci0000:00/"+id
+	}
+	return c
+}
+
 // manyCards returns n PCI cards with distinct IDs and nodes.
 func manyCards(n int) []drm.Card {
 	cards := make([]drm.Card, n)

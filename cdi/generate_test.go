@@ -51,6 +51,19 @@ var goldenCases = map[string]struct {
 			"dri-cdi.dev/gpu=all", "dri-cdi.dev/gpu=simple-framebuffer.0", "dri-cdi.dev/gpu=vkms",
 		},
 	},
+	"npu-next-to-gpus": {
+		kind: DefaultKind,
+		cards: []drm.Card{
+			i915("0000:00:02.0", 0, 128),
+			accelCard("0000:00:0b.0", "intel_vpu", "pci", 0),
+			platformCard("fb000000.gpu", "panthor", 1, 129),
+			accelCard("fdab0000.npu", "rocket", "platform", 1),
+		},
+		devices: []string{
+			"dri-cdi.dev/gpu=0000:00:02.0", "dri-cdi.dev/gpu=0000:00:0b.0", "dri-cdi.dev/gpu=all",
+			"dri-cdi.dev/gpu=fb000000.gpu", "dri-cdi.dev/gpu=fdab0000.npu",
+		},
+	},
 	"custom-kind": {
 		kind:    "example.com/display",
 		cards:   []drm.Card{platformCard("vkms", "vkms", 0, 128)},

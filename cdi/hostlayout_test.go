@@ -20,6 +20,7 @@ import (
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest/hostlayout"
@@ -98,7 +99,7 @@ func writeLayoutSpecsOf(t *testing.T, layout string, displayOnly bool) (dir stri
 	t.Helper()
 	roots, err := hostlayout.Build(t.TempDir(), layout)
 	require.NoError(t, err)
-	inv, err := drm.Discover(roots)
+	inv, err := config.Default().Discover(roots)
 	require.NoError(t, err)
 	for _, c := range inv.Cards {
 		if displayOnly || !c.DisplayOnly() {

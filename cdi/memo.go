@@ -48,6 +48,10 @@ func cloneCards(cards []drm.Card) []drm.Card {
 			rn := *c.RenderNode
 			c.RenderNode = &rn
 		}
+		if c.AccelNode != nil {
+			an := *c.AccelNode
+			c.AccelNode = &an
+		}
 		c.Extra = slices.Clone(c.Extra)
 		c.ByPath = slices.Clone(c.ByPath)
 		out[i] = c

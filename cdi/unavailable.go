@@ -26,6 +26,7 @@ const UnavailableEnv = "DRI_CDI_UNAVAILABLE"
 func Unavailable(c drm.Card) drm.Card {
 	c.CardNode = drm.DeviceNode{}
 	c.RenderNode = nil
+	c.AccelNode = nil
 	c.Extra = nil
 	c.ByPath = nil
 	return c
@@ -34,7 +35,7 @@ func Unavailable(c drm.Card) drm.Card {
 // IsUnavailable reports whether c has no device node at all, the form
 // Unavailable gives.
 func IsUnavailable(c *drm.Card) bool {
-	return c.CardNode == (drm.DeviceNode{}) && c.RenderNode == nil && len(c.Extra) == 0 && len(c.ByPath) == 0
+	return c.CardNode == (drm.DeviceNode{}) && c.RenderNode == nil && c.AccelNode == nil && len(c.Extra) == 0 && len(c.ByPath) == 0
 }
 
 // UnavailableCard returns the card ID of the UnavailableEnv entry in env

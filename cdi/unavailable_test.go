@@ -51,6 +51,18 @@ func TestGenerateUnavailableCardHoldsNoNumbers(t *testing.T) {
 	require.Len(t, loaded[y.ID], len(y.Nodes()))
 }
 
+// An unbound accel device holds no number either: its accel minor may
+// be the next accel device's.
+func TestGenerateUnavailableAccelHoldsNoNumbers(t *testing.T) {
+	x := Unavailable(accelCard("0000:00:0b.0", "intel_vpu", "pci", 0))
+	require.True(t, IsUnavailable(&x))
+	require.Nil(t, x.AccelNode)
+	files, err := Generate(DefaultKind, []drm.Card{x})
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	require.Empty(t, files[0].Spec.Devices[0].ContainerEdits.DeviceNodes)
+}
+
 func TestGenerateOnlyUnavailableCardsHasNoAllDevice(t *testing.T) {
 	files, err := Generate(DefaultKind, []drm.Card{Unavailable(i915("0000:01:00.0", 0, 128))})
 	require.NoError(t, err)

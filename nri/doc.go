@@ -44,7 +44,8 @@
 // DRM minors are handed out lowest-free, so after an unbind another card
 // can hold the numbers a card had, and the kubelet reuses its
 // checkpointed allocation when a container restarts. Before a card's
-// nodes are injected or confirmed, each DRM node is checked against the
+// nodes are injected or confirmed, each DRM node (/dev/dri) and accel
+// node (/dev/accel, which has no by-path link) is checked against the
 // host (a HostStat): its host path, and for a /dev/dri/by-path node the
 // host's link of that name, must be a char device with the spec's
 // numbers now. A card whose spec holds no nodes, or whose
@@ -55,8 +56,8 @@
 //
 // # hostPath misuse
 //
-// A container that asks for nothing but bind-mounts /dev/dri, or a node
-// below it, gets a warning explaining the EPERM it will hit and what to
+// A container that asks for nothing but bind-mounts /dev/dri or
+// /dev/accel, or a node below them, gets a warning explaining the EPERM it will hit and what to
 // request instead. It is granted nothing.
 //
 // # Running

@@ -7,17 +7,21 @@ import (
 	"github.com/containerd/nri/pkg/api"
 )
 
-// driDir is where DRM nodes live, on the host and in containers.
-const driDir = "/dev/dri"
+// Where DRM nodes (driDir) and accel nodes (accelDir) live, on the host
+// and in containers.
+const (
+	driDir   = "/dev/dri"
+	accelDir = "/dev/accel"
+)
 
 // driMounts returns the mounts of c whose host source or container
-// destination is /dev/dri or below it, as "source:destination". A
-// container whose device cgroup allows every device (privileged) can use
-// such a mount, so it gets none.
+// destination is /dev/dri or /dev/accel or below them, as
+// "source:destination". A container whose device cgroup allows every
+// device (privileged) can use such a mount, so it gets none.
 func driMounts(c *api.Container) []string {
 	var out []string
 	for _, m := range c.GetMounts() {
-		if underDRI(m.GetSource()) || underDRI(m.GetDestination()) {
+		if underNodeDir(m.GetSource()) || underNodeDir(m.GetDestination()) {
 			out = append(out, m.GetSource()+":"+m.GetDestination())
 		}
 	}
@@ -27,12 +31,19 @@ func driMounts(c *api.Container) []string {
 	return out
 }
 
-func underDRI(p string) bool {
+// underNodeDir reports whether p is /dev/dri or /dev/accel or below one
+// of them: where a device's own nodes are.
+func underNodeDir(p string) bool {
 	if p == "" {
 		return false
 	}
 	p = path.Clean(p)
-	return p == driDir || strings.HasPrefix(p, driDir+"/")
+	for _, dir := range [...]string{driDir, accelDir} {
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // allDevicesAllowed reports whether the container's device cgroup has a

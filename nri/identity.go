@@ -75,8 +75,8 @@ type refresher interface {
 }
 
 // checkedNodes returns, for every card, its nodes as our specs hold them,
-// after checking each DRM node (container path under /dev/dri) against
-// the host: the node's host path and, for
+// after checking each DRM or accel node (container path under /dev/dri or
+// /dev/accel) against the host: the node's host path and, for
 // a /dev/dri/by-path link, the host's link of that name must be a char
 // device with the spec's numbers now. The link names the card's PCI or
 // platform device, so it catches the case where the card node path and
@@ -112,13 +112,13 @@ func checkedNodes(ctx context.Context, cards []string, env []string, src DeviceS
 			return nil, unavailable(card)
 		}
 		// Numbers whose owner was checked: the by-path links repeat them. A
-		// card has two, so the slice stays on the stack.
+		// card has at most three, so the slice stays on the stack.
 		owned := make([]uint64, 0, 4)
 		for _, n := range nodes {
-			if !underDRI(n.Path) {
-				// A per-driver node shared by every card of the driver
-				// (/dev/kfd): no card's identity; the DaemonSet mounts
-				// only the host's /dev/dri.
+			if !underNodeDir(n.Path) {
+				// A companion node, which cards may share (/dev/kfd,
+				// a SoC's codec): no card's identity; the agent checked
+				// its subsystem when it wrote the spec.
 				continue
 			}
 			if err := checkHost(card, n, host.stat); err != nil {
@@ -215,9 +215,9 @@ type numberIndex interface {
 // plugin sees it. The runtime's CDI injection ran first, from the
 // runtime's own cache of our specs, which can be older than ours: a spec
 // event it missed, or a spec the agent could not rewrite. Every char
-// device under /dev/dri whose numbers are none of the checked nodes of
-// the cards allocated to c is looked up, in the kernel's record when the
-// owner check is on, else in our specs. A node of a card not allocated
+// device under /dev/dri or /dev/accel whose numbers are none of the
+// checked nodes of the cards allocated to c is looked up, in the
+// kernel's record when the owner check is on, else in our specs. A node of a card not allocated
 // to c fails it with ErrHostMismatch naming the node and that card.
 // Numbers neither knows are no card of ours and are left alone. A
 // container that may use every device (privileged) is not checked: it
@@ -233,7 +233,7 @@ func checkPresent(c *api.Container, checked fixedSource, host hostCheck, src Dev
 		}
 	}
 	for _, d := range c.GetLinux().GetDevices() {
-		if !isChar(d.GetType()) || !underDRI(d.GetPath()) || d.GetMajor() < 0 || d.GetMinor() < 0 {
+		if !isChar(d.GetType()) || !underNodeDir(d.GetPath()) || d.GetMajor() < 0 || d.GetMinor() < 0 {
 			continue
 		}
 		major, minor := uint32(d.GetMajor()), uint32(d.GetMinor())

@@ -413,4 +413,41 @@ func TestStaleRuntimeInjectionIsRefused(t *testing.T) {
 			require.Nil(t, adj)
 		})
 	}
+
+}
+
+// An accel device is checked like a card: its node under /dev/accel has
+// no by-path link, so the host node and the kernel's owner of its
+// number decide. When another accel device took the number, the NPU's
+// name is refused.
+func TestAccelNodeOwnerChecked(t *testing.T) {
+	const npu, other, resNPU = "0000:00:0b.0", "fdab0000.npu", resI915 // the pool name is the rig's
+	nodes := []drm.DeviceNode{{Path: "/dev/accel/accel0", HostPath: "/dev/accel/accel0", Major: drm.AccelMajor, Minor: 0}}
+	store := map[string][]drm.DeviceNode{npu: nodes}
+	var mu sync.Mutex
+	owners := map[[2]uint32]string{{drm.AccelMajor, 0}: npu}
+	var asked [][2]uint32
+	owner := func(major, minor uint32) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, [2]uint32{major, minor})
+		id, ok := owners[[2]uint32{major, minor}]
+		if !ok {
+			return "", fs.ErrNotExist
+		}
+		return id, nil
+	}
+	r := newIdentityRig(t, store, hostOf(store), owner)
+	r.kubelet.SetPod("default", "gpu", map[string]podresourcestest.Container{"app": {resNPU: {npu}}})
+	adj, err := r.create(container("app", asks(resNPU, npu)))
+	require.NoError(t, err)
+	require.Len(t, adj.GetLinux().GetDevices(), 1)
+	require.Equal(t, "/dev/accel/accel0", adj.GetLinux().GetDevices()[0].GetPath())
+	require.Equal(t, [][2]uint32{{drm.AccelMajor, 0}}, asked)
+
+	mu.Lock()
+	owners[[2]uint32{drm.AccelMajor, 0}] = other
+	mu.Unlock()
+	_, err = r.create(container("app", asks(resNPU, npu)))
+	require.ErrorContains(t, err, "card "+npu+": node /dev/accel/accel0 is 261:0, which the kernel has registered for "+other+" now")
 }

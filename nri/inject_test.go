@@ -202,13 +202,16 @@ func TestDRIMounts(t *testing.T) {
 		ctr  *api.Container
 		want []string
 	}{
-		"no mounts":    {ctr: &api.Container{}},
-		"unrelated":    {ctr: &api.Container{Mounts: []*api.Mount{bind("/data", "/data"), bind("/dev/shm", "/dev/shm")}}},
-		"dev dri":      {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/dri", "/dev/dri")}, Linux: denyAll}, want: []string{"/dev/dri:/dev/dri"}},
-		"render node":  {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/dri/renderD128", "/gpu")}}, want: []string{"/dev/dri/renderD128:/gpu"}},
-		"into dev dri": {ctr: &api.Container{Mounts: []*api.Mount{bind("/host/gpu", "/dev/dri/")}}, want: []string{"/host/gpu:/dev/dri/"}},
-		"lookalike":    {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/drivers", "/dev/drivers")}}},
-		"privileged":   {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/dri", "/dev/dri")}, Linux: allowAll}},
+		"no mounts":       {ctr: &api.Container{}},
+		"unrelated":       {ctr: &api.Container{Mounts: []*api.Mount{bind("/data", "/data"), bind("/dev/shm", "/dev/shm")}}},
+		"dev dri":         {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/dri", "/dev/dri")}, Linux: denyAll}, want: []string{"/dev/dri:/dev/dri"}},
+		"render node":     {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/dri/renderD128", "/gpu")}}, want: []string{"/dev/dri/renderD128:/gpu"}},
+		"into dev dri":    {ctr: &api.Container{Mounts: []*api.Mount{bind("/host/gpu", "/dev/dri/")}}, want: []string{"/host/gpu:/dev/dri/"}},
+		"lookalike":       {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/drivers", "/dev/drivers")}}},
+		"dev accel":       {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/accel", "/dev/accel")}}, want: []string{"/dev/accel:/dev/accel"}},
+		"accel node":      {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/accel/accel0", "/npu")}}, want: []string{"/dev/accel/accel0:/npu"}},
+		"accel lookalike": {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/accelerometer", "/dev/accelerometer")}}},
+		"privileged":      {ctr: &api.Container{Mounts: []*api.Mount{bind("/dev/dri", "/dev/dri")}, Linux: allowAll}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -165,7 +165,7 @@ func (p *Plugin) handle(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		if mounts := driMounts(ctr); len(mounts) > 0 {
 			p.metrics.misuse.Inc()
 			p.entry(pod, ctr).WithField("mounts", mounts).Warn(
-				"container bind-mounts /dev/dri but requests no GPU resource: opening a DRM node will fail with EPERM " +
+				"container bind-mounts /dev/dri or /dev/accel but requests no GPU resource: opening a DRM or accel node will fail with EPERM " +
 					"(\"Operation not permitted\"), because a hostPath adds no device-cgroup allow rule; " +
 					"remove the hostPath and request a dri-cdi GPU resource (e.g. dri-cdi.dev/<driver>, see the node's allocatable resources) in resources.limits")
 		}

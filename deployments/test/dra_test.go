@@ -175,6 +175,7 @@ func TestDRADaemonSet(t *testing.T) {
 			want := map[string]map[string]hostMount{
 				"dra": {
 					"/dev/dri":                             {true, corev1.HostPathDirectoryOrCreate},
+					"/dev/accel":                           {true, corev1.HostPathDirectoryOrCreate},
 					"/var/run/cdi":                         {false, corev1.HostPathDirectoryOrCreate},
 					"/var/lib/kubelet/plugins_registry":    {false, corev1.HostPathDirectory},
 					"/var/lib/kubelet/plugins/dri-cdi.dev": {false, corev1.HostPathDirectoryOrCreate},
@@ -184,6 +185,7 @@ func TestDRADaemonSet(t *testing.T) {
 					"/var/lib/kubelet/pod-resources": {true, corev1.HostPathDirectory},
 					"/var/run/cdi":                   {true, corev1.HostPathDirectoryOrCreate},
 					"/dev/dri":                       {true, corev1.HostPathDirectoryOrCreate},
+					"/dev/accel":                     {true, corev1.HostPathDirectoryOrCreate},
 				},
 			}
 			mounts := hostMounts(t, spec)
@@ -254,6 +256,10 @@ func TestDRARBAC(t *testing.T) {
 	}
 }
 
+// accelDrivers are the accel drivers with a DeviceClass of their own
+// (habanalabs is left to Intel's own DRA driver).
+var accelDrivers = []string{"intel_vpu", "amdxdna", "qaic", "rocket", "ethosu"}
+
 // TestDRADeviceClasses: one class per default pool driver, carrying the
 // device plugin's resource name as extendedResourceName, one per
 // configured pool (selected by its resource, drivers and PCI IDs), and
@@ -267,6 +273,10 @@ func TestDRADeviceClasses(t *testing.T) {
 				"xe.dri-cdi.dev":     "dri-cdi.dev/xe",
 				"amdgpu.dri-cdi.dev": "dri-cdi.dev/amdgpu",
 				"gpu.dri-cdi.dev":    "",
+				"accel.dri-cdi.dev":  "",
+			}
+			for _, d := range accelDrivers {
+				want[strings.ReplaceAll(d, "_", "-")+".dri-cdi.dev"] = "dri-cdi.dev/" + d
 			}
 			if name == "helm-dra-pools" {
 				want["gpu.intel.com.i915"] = "gpu.intel.com/i915"
@@ -286,10 +296,12 @@ func TestDRADeviceClasses(t *testing.T) {
 				}
 			}
 			require.Equal(t, want, got)
-			for _, d := range []string{"i915", "xe", "amdgpu"} {
+			for _, d := range append([]string{"i915", "xe", "amdgpu"}, accelDrivers...) {
 				require.Equal(t, `device.driver == "dri-cdi.dev" && `+attrs+`.driver == "`+d+`"`,
-					r.deviceClasses[d+".dri-cdi.dev"].Spec.Selectors[0].CEL.Expression)
+					r.deviceClasses[strings.ReplaceAll(d, "_", "-")+".dri-cdi.dev"].Spec.Selectors[0].CEL.Expression)
 			}
+			require.Equal(t, `device.driver == "dri-cdi.dev" && `+attrs+`.class == "accel"`,
+				r.deviceClasses["accel.dri-cdi.dev"].Spec.Selectors[0].CEL.Expression)
 			if dc := r.deviceClasses["gpu.intel.com.i915"]; dc != nil {
 				require.Equal(t, `device.driver == "dri-cdi.dev" && `+attrs+`.resource == "gpu.intel.com/i915" && `+
 					attrs+`.driver in ["i915"] && ((`+attrs+`.vendorID == "8086" && `+attrs+`.deviceID == "56a0") || `+

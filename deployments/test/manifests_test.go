@@ -45,7 +45,9 @@ type variant struct {
 	delivery string
 	nri      bool
 	kfd      bool
-	paths    paths
+	// companionPaths are the devices.companionPaths mounted.
+	companionPaths []string
+	paths          paths
 	// agentPort and nriPort are the metrics ports.
 	agentPort, nriPort int32
 	// pools are the resource names the config must list.
@@ -121,6 +123,10 @@ var variants = map[string]variant{
 		v.nri = false
 	}),
 	"helm-components": with(base(), func(v *variant) { v.render = chart("components.yaml"); v.kfd = true; v.serviceMonitor = true }),
+	"helm-companions": with(base(), func(v *variant) {
+		v.render = chart("companions.yaml")
+		v.companionPaths = []string{"/dev/dma_heap", "/dev/video10"}
+	}),
 	"helm-custom": with(base(), func(v *variant) {
 		v.render = chart("custom.yaml")
 		v.paths = paths{
@@ -458,6 +464,7 @@ func TestSecurityContext(t *testing.T) {
 			wantMounts := map[string]map[string]hostMount{
 				"agent": {
 					"/dev/dri":              {true, corev1.HostPathDirectoryOrCreate},
+					"/dev/accel":            {true, corev1.HostPathDirectoryOrCreate},
 					v.paths.cdiDir:          {false, corev1.HostPathDirectoryOrCreate},
 					v.paths.devicePluginDir: {false, corev1.HostPathDirectory},
 				},
@@ -466,6 +473,7 @@ func TestSecurityContext(t *testing.T) {
 					v.paths.podResourcesDir: {true, corev1.HostPathDirectory},
 					v.paths.cdiDir:          {true, corev1.HostPathDirectoryOrCreate},
 					"/dev/dri":              {true, corev1.HostPathDirectoryOrCreate},
+					"/dev/accel":            {true, corev1.HostPathDirectoryOrCreate},
 					// The kubelet checkpoint, for regular init containers.
 					v.paths.devicePluginDir: {true, corev1.HostPathDirectory},
 				},
@@ -473,6 +481,10 @@ func TestSecurityContext(t *testing.T) {
 			if v.kfd {
 				wantMounts["agent"]["/dev/kfd"] = hostMount{true, corev1.HostPathCharDev}
 				wantMounts["nri"]["/dev/kfd"] = hostMount{true, corev1.HostPathCharDev}
+			}
+			for _, p := range v.companionPaths {
+				wantMounts["agent"][p] = hostMount{true, corev1.HostPathUnset}
+				wantMounts["nri"][p] = hostMount{true, corev1.HostPathUnset}
 			}
 			mounts := hostMounts(t, spec)
 			for _, c := range spec.Containers {

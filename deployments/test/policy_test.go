@@ -203,6 +203,12 @@ func TestGatekeeperConstraints(t *testing.T) {
 	}
 	// The optional /dev/kfd (components/amdgpu-kfd, devices.kfd).
 	require.Contains(t, want, "/dev/kfd", "a rendering with /dev/kfd is among the checked ones")
+	// devices.companionPaths are the user's own: a user who sets them adds
+	// them to the constraint (deployments/README.md says so).
+	for _, p := range variants["helm-companions"].companionPaths {
+		require.Contains(t, want, p)
+		delete(want, p)
+	}
 
 	docs := yamlDocs(t, filepath.Join(policyDir, "gatekeeper-constraints.yaml"))
 	got := map[string]bool{}

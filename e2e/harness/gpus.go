@@ -17,3 +17,6 @@ func RenderPath(g drmtest.GPU) string { return fmt.Sprintf("/dev/dri/renderD%d",
 
 // CardPath is the container path of g's primary node.
 func CardPath(g drmtest.GPU) string { return fmt.Sprintf("/dev/dri/card%d", g.Card) }
+
+// AccelPath is the container path of accel device g's node.
+func AccelPath(g drmtest.GPU) string { return fmt.Sprintf("/dev/accel/accel%d", g.Card) }

@@ -21,6 +21,10 @@ type OverlayOptions struct {
 	Config string
 	// ImageTag replaces the base's image tag ("" keeps it).
 	ImageTag string
+	// DevPaths are paths under the node's dev root (video10, dma_heap)
+	// mounted read-only into both containers at the same path: the
+	// companion nodes of a pool, which the agent must see.
+	DevPaths []string
 }
 
 // WriteOverlay writes the e2e overlay of the repository's kustomize base
@@ -56,6 +60,7 @@ func (c *Cluster) writeKustomization(dir, resource, daemonSet string, paths bool
 		"PodResourcesDir": filepath.Dir(n.PodResourcesSocket),
 		"Config":          opts.Config,
 		"ImageTag":        opts.ImageTag,
+		"DevPaths":        opts.DevPaths,
 	}
 	var buf bytes.Buffer
 	if err := template.Must(template.New("overlay").Option("missingkey=error").Parse(overlayTemplate)).Execute(&buf, data); err != nil {

@@ -13,8 +13,9 @@ func TestOverlayRenders(t *testing.T) {
 	c := overlayTestCluster(t)
 	dir := t.TempDir()
 	for name, opts := range map[string]OverlayOptions{
-		"plain":   {},
-		"upgrade": {ImageTag: "v9", Config: "defaultPools: true\n"},
+		"plain":      {},
+		"upgrade":    {ImageTag: "v9", Config: "defaultPools: true\n"},
+		"companions": {DevPaths: []string{"video10", "dma_heap"}},
 	} {
 		d, err := c.WriteOverlay(filepath.Join(dir, name), opts)
 		if err != nil {
@@ -32,6 +33,16 @@ func TestOverlayRenders(t *testing.T) {
 		}
 		if opts.ImageTag != "" && !strings.Contains(s, "image: ghcr.io/dri-cdi/dri-cdi:v9") {
 			t.Errorf("%s: image tag not replaced", name)
+		}
+		for _, p := range opts.DevPaths {
+			if strings.Count(s, "mountPath: /e2e/drm/dev/"+p) != 2 || !strings.Contains(s, "path: /e2e/drm/dev/"+p) {
+				t.Errorf("%s: %s not mounted into both containers", name, p)
+			}
+		}
+		for _, p := range []string{"/e2e/drm/dev/accel"} {
+			if strings.Count(s, "mountPath: "+p) != 2 {
+				t.Errorf("%s: %s not mounted into both containers", name, p)
+			}
 		}
 		if opts.Config != "" && strings.Contains(s, "cdiKind") {
 			t.Errorf("%s: config not replaced", name)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/e2e/harness"
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
 
@@ -28,6 +29,8 @@ const (
 	cdiKind = "dri-cdi.dev/gpu"
 	// drmMajor is the DRM character device major.
 	drmMajor = 226
+	// accelMajor is the accel character device major.
+	accelMajor = drm.AccelMajor
 )
 
 // probePod runs a pod that probes paths, waits for its output and returns
@@ -155,14 +158,110 @@ func requireSpecHasCard(t *testing.T, n *harness.Node, pod string, card drmtest.
 // requireNoDRMDevice checks that the container's spec grants no DRM device.
 func requireNoDRMDevice(t *testing.T, spec *harness.ContainerSpec) {
 	t.Helper()
-	for _, d := range spec.Devices {
-		require.NotEqual(t, int64(drmMajor), d.Major, "linux.devices has DRM device %s", d.Path)
-	}
-	for _, r := range spec.Rules {
-		if r.Allow && r.Major != nil && *r.Major == drmMajor {
-			t.Fatalf("linux.resources.devices allows c %d:%v", drmMajor, ptrString(r.Minor))
+	for _, major := range []int64{drmMajor, accelMajor} {
+		for _, d := range spec.Devices {
+			require.NotEqual(t, major, d.Major, "linux.devices has DRM or accel device %s", d.Path)
+		}
+		for _, r := range spec.Rules {
+			if r.Allow && r.Major != nil && *r.Major == major {
+				t.Fatalf("linux.resources.devices allows c %d:%v", major, ptrString(r.Minor))
+			}
 		}
 	}
+}
+
+// probeIntruder creates and starts, through CRI, a container "intruder"
+// in the pod sandbox podID, with the given container annotations and the
+// host directory hostDir bind-mounted at mount, which probes path as
+// root. A CRI client can set container annotations directly; they reach
+// the NRI plugin exactly like the kubelet's Allocate annotations. The
+// intruder carries the kubelet's labels of that pod, or the kubelet
+// would remove it as an orphan before it ran, and the pod's own sandbox
+// config, so that it joins the pod's cgroup and teardown finds it. It
+// returns refused when dri-cdi-nri failed its creation (an acceptable
+// answer to a claim the kubelet does not back); otherwise the created
+// intruder must hold no DRM or accel device, and its probe result is
+// returned.
+func probeIntruder(t *testing.T, n *harness.Node, podID string, annotations map[string]string, hostDir, mount, path string) (harness.ProbeResult, bool) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := n.Crictl(ctx, "inspectp", "-o", "json", podID)
+	require.NoError(t, err)
+	var pod struct {
+		Status struct {
+			Metadata struct {
+				Name, Namespace, UID string
+			} `json:"metadata"`
+		} `json:"status"`
+		Info struct {
+			Config struct {
+				Linux struct {
+					CgroupParent    string `json:"cgroup_parent"`
+					SecurityContext struct {
+						NamespaceOptions struct {
+							Network int `json:"network"`
+						} `json:"namespace_options"`
+					} `json:"security_context"`
+				} `json:"linux"`
+			} `json:"config"`
+		} `json:"info"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &pod))
+	meta, linux := pod.Status.Metadata, pod.Info.Config.Linux
+	require.NotEmpty(t, meta.UID)
+	require.True(t, strings.HasPrefix(linux.CgroupParent, "/"+n.CgroupRoot()+"/"), "pod cgroup %q", linux.CgroupParent)
+	dir := t.TempDir()
+	sandbox := map[string]any{
+		"metadata":      map[string]any{"name": meta.Name, "namespace": meta.Namespace, "uid": meta.UID},
+		"log_directory": dir,
+		"linux": map[string]any{
+			"cgroup_parent":    linux.CgroupParent,
+			"security_context": map[string]any{"namespace_options": map[string]any{"network": linux.SecurityContext.NamespaceOptions.Network}},
+		},
+	}
+	intruder := map[string]any{
+		"metadata":    map[string]any{"name": "intruder"},
+		"image":       map[string]any{"image": harness.BusyboxImage},
+		"command":     []string{"/bin/sh", "-c", harness.ProbeAndWait(path)},
+		"log_path":    "intruder.log",
+		"annotations": annotations,
+		"labels": map[string]string{
+			"io.kubernetes.pod.name":       meta.Name,
+			"io.kubernetes.pod.namespace":  meta.Namespace,
+			"io.kubernetes.pod.uid":        meta.UID,
+			"io.kubernetes.container.name": "intruder",
+		},
+		"mounts": []any{map[string]any{"container_path": mount, "host_path": hostDir}},
+		"linux":  map[string]any{},
+	}
+	sbFile, ctrFile := filepath.Join(dir, "sandbox.json"), filepath.Join(dir, "container.json")
+	writeJSON(t, sbFile, sandbox)
+	writeJSON(t, ctrFile, intruder)
+
+	out, err = n.Crictl(ctx, "create", podID, ctrFile, sbFile)
+	if err != nil {
+		// Only dri-cdi's NRI plugin may refuse it: a runtime that fails
+		// the intruder for another reason proves nothing.
+		require.ErrorContains(t, err, "dri-cdi", "the intruder must be refused by dri-cdi-nri, if at all")
+		t.Logf("the intruder was refused: %v", err)
+		return harness.ProbeResult{}, true
+	}
+	ctrID := strings.TrimSpace(out)
+	t.Cleanup(func() { _, _ = n.Crictl(ctx, "rm", "-f", ctrID) })
+	spec, err := n.Inspect(ctx, ctrID)
+	require.NoError(t, err)
+	requireNoDRMDevice(t, spec)
+	out, err = n.Crictl(ctx, "start", ctrID)
+	require.NoError(t, err, out)
+	var logs string
+	require.Eventually(t, func() bool {
+		logs, _ = n.Logs(ctx, ctrID)
+		return strings.Contains(logs, harness.ProbeDone)
+	}, 60*time.Second, 250*time.Millisecond, "no probe output from the intruder: %s", containerState(ctx, n, ctrID))
+	t.Logf("intruder output:\n%s", logs)
+	r, err := harness.ParseProbe(logs, path)
+	require.NoError(t, err)
+	return r, false
 }
 
 func ptrString(p *int64) string {

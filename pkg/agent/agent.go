@@ -194,7 +194,7 @@ func (l *Loop) Run(ctx context.Context, backend Backend) error {
 		"pools": len(l.cfg.Pools), "defaultPools": l.cfg.DefaultPools,
 	}).Info("starting discovery and spec loop")
 
-	rec := NewReconciler(l.cfg, DiscoverFunc(func() (*drm.Inventory, error) { return drm.Discover(o.Roots) }),
+	rec := NewReconciler(l.cfg, DiscoverFunc(func() (*drm.Inventory, error) { return l.cfg.Discover(o.Roots) }),
 		l.writer, backend, log.WithField("component", "inventory"), l.met)
 	a := &agent{opts: o, rec: rec, backend: backend, met: l.met, log: log,
 		paths: newHostPaths(o.Roots.Sysfs, backend.HostDirs(), log.WithField("component", "inventory"))}
@@ -258,8 +258,9 @@ func (a *agent) run(ctx context.Context, ln net.Listener) error {
 	// Watch before the first discovery, so that no change between the
 	// two goes unseen.
 	dri := filepath.Join(a.opts.Roots.Dev, "dri")
+	accel := filepath.Join(a.opts.Roots.Dev, drm.ClassAccel)
 	var driEvents <-chan watch.Event
-	if w, err := watch.NewDirWatcher(a.log.WithField("component", "watch"), dri, filepath.Join(dri, "by-path")); err != nil {
+	if w, err := watch.NewDirWatcher(a.log.WithField("component", "watch"), dri, filepath.Join(dri, "by-path"), accel); err != nil {
 		a.met.Error("watch")
 		a.log.WithError(err).Warn("cannot watch the DRM device dir; relying on uevents and resync")
 	} else {

@@ -79,6 +79,8 @@ type Reconciler struct {
 	// use to the resource they were handed out from (see SeedUnbound).
 	pinned  map[string]string
 	skipped string
+	// companions is the last pass's companion errors, joined.
+	companions string
 
 	// specWarning is the last pass's spec error, for /readyz.
 	specMu      sync.Mutex
@@ -162,6 +164,7 @@ func (r *Reconciler) discover(trigger string) (*drm.Inventory, error) {
 	r.metrics.Discovery(trigger, len(inv.Skipped))
 	r.log.WithFields(logrus.Fields{"trigger": trigger, "cards": len(inv.Cards), "skipped": len(inv.Skipped)}).Debug("discovery pass")
 	r.logSkipped(inv.Skipped)
+	r.logCompanions(inv.Companions)
 	return inv, nil
 }
 
@@ -351,19 +354,32 @@ func cardFields(c *drm.Card) logrus.Fields {
 // logSkipped warns about malformed entries when the set changes, so a
 // permanent problem is not repeated on every resync.
 func (r *Reconciler) logSkipped(skipped []error) {
-	msgs := make([]string, 0, len(skipped))
-	for _, e := range skipped {
+	r.logChanged(&r.skipped, skipped, "DRM entry skipped", "no DRM entries skipped any more")
+}
+
+// logCompanions logs the refused and missing companion nodes when they
+// differ from the last pass's: the cards are advertised without them,
+// and a container that needs them would fail in ways that name no cause.
+func (r *Reconciler) logCompanions(errs []error) {
+	r.logChanged(&r.companions, errs, "companion node not given", "every companion node found")
+}
+
+// logChanged warns once per error when errs differ from the last set,
+// kept joined in *last, and says clear when they are gone.
+func (r *Reconciler) logChanged(last *string, errs []error, warn, clear string) {
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
 		msgs = append(msgs, e.Error())
 	}
 	joined := strings.Join(msgs, "\n")
-	if joined == r.skipped {
+	if joined == *last {
 		return
 	}
-	r.skipped = joined
-	for _, e := range skipped {
-		r.log.WithError(e).Warn("DRM entry skipped")
+	*last = joined
+	for _, e := range errs {
+		r.log.WithError(e).Warn(warn)
 	}
-	if len(skipped) == 0 {
-		r.log.Info("no DRM entries skipped any more")
+	if len(errs) == 0 {
+		r.log.Info(clear)
 	}
 }

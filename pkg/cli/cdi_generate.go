@@ -48,7 +48,7 @@ func runCDIGenerate(_ context.Context, env *Env, args []string) error {
 		}
 		k = *kind
 	}
-	cards, err := discoverCards(env, roots.roots())
+	cards, err := discoverCards(env, roots.roots(), cfg)
 	if err != nil {
 		return err
 	}

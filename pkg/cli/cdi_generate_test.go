@@ -12,6 +12,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/cdi/cditest"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -182,10 +183,11 @@ func TestCDIGenerateErrors(t *testing.T) {
 }
 
 // renderCards are the cards discovery finds under roots that the
-// agent advertises by default: those with a render node.
+// agent advertises by default: those with a render node, with their
+// default companions.
 func renderCards(t *testing.T, roots drm.Roots) []drm.Card {
 	t.Helper()
-	inv, err := drm.Discover(roots)
+	inv, err := config.Default().Discover(roots)
 	require.NoError(t, err)
 	var advertised []drm.Card
 	for _, c := range inv.Cards {

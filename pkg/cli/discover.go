@@ -13,30 +13,34 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
 func discoverCommand() *Command {
-	return &Command{Name: "discover", Summary: "List the DRM cards of this node", Run: runDiscover}
+	return &Command{Name: "discover", Summary: "List the DRM cards and accel devices of this node", Run: runDiscover}
 }
 
-const discoverHelp = `Lists every DRM card found under the sysfs root, with its stable ID, driver,
-PCI IDs, NUMA node and device nodes. Malformed entries are skipped with a
-warning on stderr. With no DRM device, JSON and YAML print an empty list.`
+const discoverHelp = `Lists every DRM card (class/drm) and compute accelerator (class/accel, nodes
+/dev/accel/accelN) found under the sysfs root, with its stable ID, driver,
+class, PCI IDs, NUMA node and device nodes. Malformed entries, and
+habanalabs' accel_controlD control nodes, are skipped with a warning on
+stderr. With no DRM device, JSON and YAML print an empty list.`
 
 // rootFlags are the discovery roots shared by discover and cdi generate.
 type rootFlags struct{ sysfs, dev string }
 
 func (r *rootFlags) register(f *flags) {
-	f.StringVar(&r.sysfs, "sysfs-root", drm.DefaultRoots.Sysfs, "sysfs mount to read class/drm from")
-	f.StringVar(&r.dev, "dev-root", drm.DefaultRoots.Dev, "devfs mount holding dri/ and kfd")
+	f.StringVar(&r.sysfs, "sysfs-root", drm.DefaultRoots.Sysfs, "sysfs mount to read class/drm and class/accel from")
+	f.StringVar(&r.dev, "dev-root", drm.DefaultRoots.Dev, "devfs mount holding dri/, accel/ and kfd")
 }
 
 func (r *rootFlags) roots() drm.Roots { return drm.Roots{Sysfs: r.sysfs, Dev: r.dev} }
 
-// discoverCards runs discovery and reports each skipped entry on stderr.
-func discoverCards(env *Env, roots drm.Roots) ([]drm.Card, error) {
-	inv, err := drm.Discover(roots)
+// discoverCards runs discovery with the companions of cfg, and reports
+// each skipped entry and each refused or missing companion on stderr.
+func discoverCards(env *Env, roots drm.Roots, cfg *config.Config) ([]drm.Card, error) {
+	inv, err := cfg.Discover(roots)
 	if err != nil {
 		return nil, err
 	}
@@ -48,6 +52,9 @@ func discoverCards(env *Env, roots drm.Roots) ([]drm.Card, error) {
 	// Each error already reads "skip DRM entry <path>: <reason>".
 	for _, s := range inv.Skipped {
 		env.warnf("%v", s)
+	}
+	for _, e := range inv.Companions {
+		env.warnf("%v", e)
 	}
 	return inv.Cards, nil
 }
@@ -63,8 +70,10 @@ type cardView struct {
 	VendorID    string     `json:"vendorID,omitempty"`
 	DeviceID    string     `json:"deviceID,omitempty"`
 	NUMANode    int        `json:"numaNode"`
+	Class       string     `json:"class"`
 	Card        string     `json:"card"`
 	Render      string     `json:"render"`
+	Accel       string     `json:"accel,omitempty"`
 	DisplayOnly bool       `json:"displayOnly"`
 	SysfsPath   string     `json:"sysfsPath"`
 	Nodes       []nodeView `json:"nodes"`
@@ -85,11 +94,14 @@ func viewCard(c drm.Card) cardView {
 	v := cardView{
 		ID: c.ID, Name: c.Name, Driver: c.Driver, Bus: c.Bus, PCIAddress: c.PCIAddress,
 		VendorID: c.VendorID, DeviceID: c.DeviceID, NUMANode: c.NUMANode,
-		Card: c.CardNode.Path, DisplayOnly: c.DisplayOnly(), SysfsPath: c.SysfsPath,
+		Class: c.Class(), Card: c.CardNode.Path, DisplayOnly: c.DisplayOnly(), SysfsPath: c.SysfsPath,
 		Nodes: []nodeView{},
 	}
 	if c.RenderNode != nil {
 		v.Render = c.RenderNode.Path
+	}
+	if c.AccelNode != nil {
+		v.Accel = c.AccelNode.Path
 	}
 	for _, n := range c.Nodes() {
 		v.Nodes = append(v.Nodes, nodeView{
@@ -109,7 +121,7 @@ func runDiscover(_ context.Context, env *Env, args []string) error {
 	if err := f.parse(env, args, false); err != nil {
 		return err
 	}
-	cards, err := discoverCards(env, roots.roots())
+	cards, err := discoverCards(env, roots.roots(), config.Default())
 	if err != nil {
 		return err
 	}
@@ -131,7 +143,8 @@ func runDiscover(_ context.Context, env *Env, args []string) error {
 		return err
 	}
 	if len(views) == 0 {
-		fmt.Fprintf(env.Stderr, "no DRM card found under %s\n", filepath.Join(roots.sysfs, "class", "drm"))
+		fmt.Fprintf(env.Stderr, "no DRM card or accel device found under %s or %s\n",
+			filepath.Join(roots.sysfs, "class", drm.ClassDRM), filepath.Join(roots.sysfs, "class", drm.ClassAccel))
 		return nil
 	}
 	return writeTable(env.Stdout, views)
@@ -139,7 +152,7 @@ func runDiscover(_ context.Context, env *Env, args []string) error {
 
 func writeTable(w io.Writer, views []cardView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tDRIVER\tBUS\tPCI ID\tNUMA\tCARD\tRENDER")
+	fmt.Fprintln(tw, "ID\tDRIVER\tBUS\tPCI ID\tNUMA\tCARD\tRENDER\tACCEL")
 	for _, v := range views {
 		pciID, numa, render := "-", "-", v.Render
 		if v.VendorID != "" {
@@ -151,7 +164,7 @@ func writeTable(w io.Writer, views []cardView) error {
 		if v.DisplayOnly {
 			render = "- (display-only)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, orDash(v.Driver), v.Bus, pciID, numa, v.Card, render)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, orDash(v.Driver), v.Bus, pciID, numa, orDash(v.Card), orDash(render), orDash(v.Accel))
 	}
 	return tw.Flush()
 }

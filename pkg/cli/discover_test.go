@@ -63,6 +63,28 @@ func TestDiscover(t *testing.T) {
 	require.Equal(t, got, fromYAML)
 }
 
+// An NPU node: the Meteor Lake iGPU, its NPU, and a Gaudi2 whose
+// control node is refused on stderr.
+func TestDiscoverAccel(t *testing.T) {
+	drmtest.SkipUnlessRoot(t)
+	tree := drmtest.MustBuild(t, drmtest.IntelIGPU, drmtest.IntelNPU, drmtest.HabanaGaudi2.WithNodes(1, -1))
+	r := run(t, nil, append([]string{"discover"}, rootFlagsOf(tree)...)...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, filepath.Join(tree.Roots().Sysfs, "class", "accel", "accel_controlD1")+": accel control node, not served")
+	golden(t, "discover-npu.table", r.stdout, tree.Root(), "<root>")
+
+	r = run(t, nil, append([]string{"discover", "-o", "json"}, rootFlagsOf(tree)...)...)
+	var got []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.Len(t, got, 3)
+	npu := got[1]
+	require.Equal(t, "0000:00:0b.0", npu["id"])
+	require.Equal(t, "accel", npu["class"])
+	require.Equal(t, "/dev/accel/accel0", npu["accel"])
+	require.Equal(t, "", npu["card"])
+	require.Equal(t, "drm", got[0]["class"])
+}
+
 func TestDiscoverEnvRoots(t *testing.T) {
 	tree := hybridNode(t)
 	r := run(t, map[string]string{
@@ -103,7 +125,7 @@ func TestDiscoverNoDRM(t *testing.T) {
 	}{
 		"json":  {format: "json", stdout: "[]\n"},
 		"yaml":  {format: "yaml", stdout: "[]\n"},
-		"table": {format: "table", stdout: "", stderr: "no DRM card found under " + filepath.Join(sys, "class", "drm") + "\n"},
+		"table": {format: "table", stdout: "", stderr: "no DRM card or accel device found under " + filepath.Join(sys, "class", "drm") + " or " + filepath.Join(sys, "class", "accel") + "\n"},
 		"sysfs root missing": {
 			sysfs: filepath.Join(sys, "nonexistent"), format: "json", stdout: "[]\n",
 			stderr: "warning: sysfs root " + filepath.Join(sys, "nonexistent") + " does not exist\n",

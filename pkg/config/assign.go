@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -111,4 +112,70 @@ func matchPCIID(ids []string, vendor, device string) bool {
 		}
 	}
 	return false
+}
+
+// PoolOf returns the resource of the pool that takes card under this
+// config and that pool's config (nil for a default pool), or "" when no
+// pool takes it. It is the choice Assign makes.
+func (c *Config) PoolOf(card *drm.Card) (string, *PoolConfig) {
+	if c == nil {
+		c = Default()
+	}
+	for i := range c.Pools {
+		if c.Pools[i].Takes(card) {
+			return c.Pools[i].Resource, &c.Pools[i]
+		}
+	}
+	if !c.DefaultPools || card.DisplayOnly() {
+		return "", nil
+	}
+	res := DefaultPoolResource(card.Driver)
+	for _, p := range c.Pools {
+		if p.Resource == res {
+			return "", nil // a configured pool of that name takes other cards
+		}
+	}
+	return res, nil
+}
+
+// AttachCompanions adds to each card's Extra the companion nodes of the
+// pool that takes it (PoolConfig.Companions) and of its driver
+// (drm.DefaultCompanions), found under roots, and returns one error per
+// companion refused or missing, naming the pool, the companion, the node
+// and the reason. A card no pool takes gets none. Unavailable cards
+// (without nodes) are left alone.
+func (c *Config) AttachCompanions(roots drm.Roots, cards []drm.Card) []error {
+	var errs []error
+	for i := range cards {
+		card := &cards[i]
+		res, pc := c.PoolOf(card)
+		if res == "" {
+			continue
+		}
+		comps := slices.Clone(drm.DefaultCompanions[card.Driver])
+		if pc != nil {
+			comps = append(comps, pc.Companions...)
+		}
+		if len(comps) == 0 {
+			continue
+		}
+		nodes, cerrs := drm.Companions(roots, card, comps)
+		card.Extra = append(card.Extra, nodes...)
+		for _, err := range cerrs {
+			errs = append(errs, fmt.Errorf("pool %s: %w", res, err))
+		}
+	}
+	return errs
+}
+
+// Discover is drm.Discover of roots with the companions of c attached
+// (AttachCompanions; their errors in Inventory.Companions): the one
+// discovery step of the agent loop, the CLI and doctor.
+func (c *Config) Discover(roots drm.Roots) (*drm.Inventory, error) {
+	inv, err := drm.Discover(roots)
+	if err != nil {
+		return nil, err
+	}
+	inv.Companions = c.AttachCompanions(roots, inv.Cards)
+	return inv, nil
 }

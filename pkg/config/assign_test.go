@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
 
 func card(id, driver, vendor, device string, render bool) drm.Card {
@@ -142,4 +143,58 @@ func TestAssignShares(t *testing.T) {
 		shares[p.Resource] = p.Shares
 	}
 	require.Equal(t, map[string]int{"dri-cdi.dev/intel": 4, "dri-cdi.dev/xe": 0, "dri-cdi.dev/amdgpu": 0}, shares)
+}
+
+// Companions come from the pool that takes a card, plus its driver's
+// default ones (amdgpu's /dev/kfd) in any pool; every refused or missing
+// companion is reported naming the pool.
+func TestAttachCompanions(t *testing.T) {
+	drmtest.SkipUnlessRoot(t)
+	noKFD := drmtest.AMDdGPU.WithPCI("0000:05:00.0").WithNodes(3, 130)
+	noKFD.KFD = false
+	tree := drmtest.MustBuild(t, drmtest.PiV3D, drmtest.PiVC4, drmtest.AMDdGPU.WithNodes(2, 129))
+	require.NoError(t, tree.AddCharDevice(drmtest.CharDevice{Class: "video4linux", Name: "video10", Parent: "platform/soc/soc:bcm2835-codec", Major: 81, Minor: 10}))
+	require.NoError(t, tree.AddCharDevice(drmtest.CharDevice{Class: "scsi_generic", Name: "sg0", Major: 21, Minor: 0}))
+	cfg, err := Parse([]byte(`
+pools:
+- resource: example.com/pi
+  drivers: [v3d]
+  companions:
+  - subsystem: video4linux
+  - path: /dev/sg*
+  - path: /dev/dma_heap/*
+- resource: example.com/amd
+  drivers: [amdgpu]
+  replicas: 2
+`))
+	require.NoError(t, err)
+	inv, err := cfg.Discover(tree.Roots())
+	require.NoError(t, err)
+	extra := map[string][]string{}
+	for _, c := range inv.Cards {
+		for _, n := range c.Extra {
+			extra[c.ID] = append(extra[c.ID], n.Path)
+		}
+	}
+	require.Equal(t, map[string][]string{
+		drmtest.PiV3D.ID():   {"/dev/video10"},
+		drmtest.AMDdGPU.ID(): {"/dev/kfd"}, // the driver's default, in a configured pool
+	}, extra, "vc4 is display-only: no pool takes it, so it gets nothing")
+	var msgs []string
+	for _, e := range inv.Companions {
+		msgs = append(msgs, e.Error())
+	}
+	require.Len(t, msgs, 2, "%v", msgs)
+	require.Contains(t, msgs[0], `pool example.com/pi: companion /dev/sg* of card fec00000.v3d: companion refused: /dev/sg0 (21:0) is of subsystem "scsi_generic"`)
+	require.Contains(t, msgs[1], "pool example.com/pi: companion /dev/dma_heap/* of card fec00000.v3d: companion missing: no node matches")
+	require.ErrorIs(t, inv.Companions[0], drm.ErrCompanionRefused)
+	require.ErrorIs(t, inv.Companions[1], drm.ErrCompanionMissing)
+
+	// An amdgpu card in its default pool on a node without /dev/kfd.
+	tree2 := drmtest.MustBuild(t, noKFD)
+	inv, err = Default().Discover(tree2.Roots())
+	require.NoError(t, err)
+	require.Empty(t, inv.Cards[0].Extra)
+	require.Len(t, inv.Companions, 1)
+	require.ErrorContains(t, inv.Companions[0], "pool dri-cdi.dev/amdgpu: companion /dev/kfd of card 0000:05:00.0: companion missing")
 }

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+
 	"github.com/dri-cdi/dri-cdi/cdi"
 )
 
@@ -88,6 +90,9 @@ type PoolConfig struct {
 	// more. Unset, a DRA claim gets the card exclusively. The device
 	// plugin does not use it (see Replicas).
 	Shares *int `json:"shares,omitempty"`
+	// Companions are device nodes every container that gets a card of
+	// this pool gets too (drm.Companion): a SoC's codec, DMA heaps, ...
+	Companions []drm.Companion `json:"companions,omitempty"`
 }
 
 // Default returns the configuration used without a config file: the
@@ -160,6 +165,11 @@ func (c *Config) Validate() error {
 		for k, d := range p.Drivers {
 			if err := validDriver(d); err != nil {
 				errs = append(errs, fieldErr(fmt.Sprintf("%s.drivers[%d]", path, k), "%v", err))
+			}
+		}
+		for k, comp := range p.Companions {
+			if err := comp.Validate(); err != nil {
+				errs = append(errs, fieldErr(fmt.Sprintf("%s.companions[%d]", path, k), "%v", err))
 			}
 		}
 		for k, id := range p.PCIIDs {
@@ -371,6 +381,28 @@ func decodePool(path string, j json.RawMessage, p *PoolConfig) error {
 		{"replicas", into(&p.Replicas)},
 		{"allowSameCardReplicas", into(&p.AllowSameCardReplicas)},
 		{"shares", into(&p.Shares)},
+		{"companions", func(path string, v json.RawMessage) error {
+			var raw []json.RawMessage
+			if err := decodeValue(path, v, &raw); err != nil {
+				return err
+			}
+			p.Companions = make([]drm.Companion, len(raw))
+			for i, r := range raw {
+				cpath := fmt.Sprintf("%s[%d]", path, i)
+				var m map[string]json.RawMessage
+				if isNull(r) || json.Unmarshal(r, &m) != nil {
+					return fieldErr(cpath, "want a mapping, got %s", jsonType(r))
+				}
+				c := &p.Companions[i]
+				if err := decodeFields(cpath, m, []field{
+					{"subsystem", into(&c.Subsystem)},
+					{"path", into(&c.Path)},
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 	})
 }
 

@@ -13,6 +13,9 @@
 //	  replicas: 1                   # schedulable device IDs per card
 //	  allowSameCardReplicas: false  # may one container get two replicas of one card
 //	  shares: 2                     # DRA only: each card is a shared device of 2 shares
+//	  companions:                   # nodes that go with each card (drm.Companion)
+//	  - subsystem: video4linux      #   tied to the card in sysfs
+//	  - path: /dev/dma_heap/*       #   or by path under /dev
 //
 // Parsing is strict: an unknown or duplicated field, a value of the wrong
 // type, or an invalid value is an error that names the field, for example
@@ -32,5 +35,13 @@
 // pool took and that has a render node goes to the pool
 // "dri-cdi.dev/<driver>" of its driver, unless a configured pool already
 // uses that resource name: such cards are not advertised, so that a
-// configured pool never receives cards its criteria reject.
+// configured pool never receives cards its criteria reject. Accel devices
+// (NPUs) are never display-only and go to their driver's pool alike.
+//
+// # Companion nodes
+//
+// Config.Discover is drm.Discover followed by AttachCompanions: each card
+// gets the companion nodes of the pool that takes it and of its driver
+// (drm.DefaultCompanions: /dev/kfd for amdgpu), and every refused or
+// missing one is an error in Inventory.Companions naming the pool.
 package config

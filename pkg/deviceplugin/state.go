@@ -169,9 +169,8 @@ func deviceSpecs(c *drm.Card) []*pluginapi.DeviceSpec {
 	add := func(n drm.DeviceNode, host string) {
 		specs = append(specs, &pluginapi.DeviceSpec{ContainerPath: n.Path, HostPath: host, Permissions: "rw"})
 	}
-	add(c.CardNode, stable(c.CardNode))
-	if c.RenderNode != nil {
-		add(*c.RenderNode, stable(*c.RenderNode))
+	for _, n := range c.DRMNodes() {
+		add(n, stable(n))
 	}
 	for _, n := range c.Extra {
 		add(n, n.HostPath)

@@ -115,6 +115,10 @@ func TestAllocate(t *testing.T) {
 	rw := func(c, h string) *pluginapi.DeviceSpec {
 		return &pluginapi.DeviceSpec{ContainerPath: c, HostPath: h, Permissions: "rw"}
 	}
+	npu := drm.Card{ID: "0000:00:0b.0", Name: "accel0", Driver: "intel_vpu", NUMANode: -1,
+		AccelNode: &drm.DeviceNode{Path: "/dev/accel/accel0", HostPath: "/host/dev/accel/accel0", Major: drm.AccelMajor, Minor: 0}}
+	npuPool := config.Pool{Resource: "dri-cdi.dev/intel_vpu", Replicas: 1, Cards: []drm.Card{npu}}
+	npuAnnotK, npuAnnotV := alloc.Annotation(npuPool.Resource, []string{npu.ID})
 
 	tests := map[string]struct {
 		pool      config.Pool
@@ -147,6 +151,13 @@ func TestAllocate(t *testing.T) {
 					rw("/dev/dri/card0", "/host/dev/dri/card0"),
 					rw("/dev/dri/renderD128", "/host/dev/dri/renderD128"),
 				},
+			},
+		},
+		"device-specs: an accel device hands over its accel node alone": {
+			pool: npuPool, delivery: DeliveryDeviceSpecs, ids: []string{npu.ID},
+			want: &pluginapi.ContainerAllocateResponse{
+				Annotations: map[string]string{npuAnnotK: npuAnnotV},
+				Devices:     []*pluginapi.DeviceSpec{rw("/dev/accel/accel0", "/host/dev/accel/accel0")},
 			},
 		},
 		"replicas of distinct cards": {

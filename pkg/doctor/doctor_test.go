@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
 
@@ -114,7 +115,11 @@ func (n node) build(t *testing.T) Options {
 		for _, g := range n.gpus {
 			name, err := cdi.FileName(opts.CDIKind, g.ID())
 			require.NoError(t, err)
-			writeFile(t, filepath.Join(cdiDir, name), spec(g.ID(), g.Card, g.Render))
+			body := spec(g.ID(), g.Card, g.Render)
+			if g.Class == drm.ClassAccel {
+				body = accelSpec(g.ID(), g.Card)
+			}
+			writeFile(t, filepath.Join(cdiDir, name), body)
 		}
 	}
 	for name, body := range n.specs {
@@ -126,15 +131,25 @@ func (n node) build(t *testing.T) Options {
 // spec is a CDI spec of our kind with one device with a card and a
 // render node.
 func spec(id string, card, render int) string {
-	return fmt.Sprintf(`cdiVersion: 0.6.0
-kind: dri-cdi.dev/gpu
-devices:
-- name: %q
-  containerEdits:
-    deviceNodes:
-    - {path: /dev/dri/card%d, type: c, major: 226, minor: %d, permissions: rw}
-    - {path: /dev/dri/renderD%d, type: c, major: 226, minor: %d, permissions: rw}
-`, id, card, card, render, render)
+	return specOf(id, fmt.Sprintf("/dev/dri/card%d=226:%d", card, card), fmt.Sprintf("/dev/dri/renderD%d=226:%d", render, render))
+}
+
+// accelSpec is a CDI spec of our kind with one device with an accel
+// node.
+func accelSpec(id string, minor int) string {
+	return specOf(id, fmt.Sprintf("/dev/accel/accel%d=261:%d", minor, minor))
+}
+
+// specOf is a CDI spec of our kind with one device with nodes, each
+// "path=major:minor".
+func specOf(id string, nodes ...string) string {
+	s := fmt.Sprintf("cdiVersion: 0.6.0\nkind: dri-cdi.dev/gpu\ndevices:\n- name: %q\n  containerEdits:\n    deviceNodes:\n", id)
+	for _, n := range nodes {
+		path, num, _ := strings.Cut(n, "=")
+		major, minor, _ := strings.Cut(num, ":")
+		s += fmt.Sprintf("    - {path: %s, type: c, major: %s, minor: %s, permissions: rw}\n", path, major, minor)
+	}
+	return s
 }
 
 func writeFile(t *testing.T, path, body string) {
@@ -363,6 +378,12 @@ func TestCheck(t *testing.T) {
 			node:   node{config: "v3-containerd2.toml", version: "latest", cgroup: "v2"},
 			want:   map[string]Status{"containerd.version": Fail},
 			failed: true, recommended: DeliveryCDICRI,
+		},
+		"NPU next to the GPU, specs for both": {
+			node:        node{config: "v3-containerd2.toml", cgroup: "v2", gpus: []drmtest.GPU{intel, drmtest.IntelNPU}, matchingSpecs: true},
+			want:        map[string]Status{"devices": OK, "cdi.cards": OK, "cdi.nodes": OK},
+			wantIn:      map[string]string{"devices": "2 device(s): 0000:00:02.0 (i915: card1, renderD128); 0000:00:0b.0 (intel_vpu: accel0)"},
+			recommended: DeliveryCDICRI,
 		},
 		"no card": {
 			node:        node{config: "v3-containerd2.toml", cgroup: "v2"},

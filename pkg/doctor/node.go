@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -52,7 +53,7 @@ func (d *doctor) checkPodResources() {
 
 // checkDevices runs discovery and reports the cards and what was skipped.
 func (d *doctor) checkDevices() []drm.Card {
-	inv, err := drm.Discover(drm.Roots{Sysfs: d.host(d.opts.SysfsRoot), Dev: d.host(d.opts.DevRoot)})
+	inv, err := config.Default().Discover(drm.Roots{Sysfs: d.host(d.opts.SysfsRoot), Dev: d.host(d.opts.DevRoot)})
 	if err != nil {
 		d.add("devices", Fail, err.Error(), "run as root on the host, with --sysfs-root and --dev-root pointing at sysfs and /dev")
 		return nil
@@ -60,22 +61,26 @@ func (d *doctor) checkDevices() []drm.Card {
 	for _, e := range inv.Skipped {
 		d.add("devices.skipped", Warn, e.Error(), "a card with missing or wrong device nodes is not advertised; check udev and the driver (dmesg)")
 	}
+	for _, e := range inv.Companions {
+		d.add("devices.companions", Warn, e.Error(), "the card is advertised without this node; check that its driver is loaded and udev made the node")
+	}
 	if len(inv.Cards) == 0 {
-		d.add("devices", Warn, fmt.Sprintf("no DRM card under %s/class/drm: nothing to advertise", d.opts.SysfsRoot),
-			"load the GPU's kernel driver (lsmod, dmesg); dri-cdi needs the card's DRM nodes")
+		d.add("devices", Warn, fmt.Sprintf("no DRM card under %[1]s/class/drm and no accel device under %[1]s/class/accel: nothing to advertise", d.opts.SysfsRoot),
+			"load the GPU's or NPU's kernel driver (lsmod, dmesg); dri-cdi needs the device's DRM or accel nodes")
 		return nil
 	}
 	var parts []string
 	for _, c := range inv.Cards {
-		nodes := []string{filepath.Base(c.CardNode.Path)}
-		if c.RenderNode != nil {
-			nodes = append(nodes, filepath.Base(c.RenderNode.Path))
-		} else {
+		var nodes []string
+		for _, n := range c.DRMNodes() {
+			nodes = append(nodes, filepath.Base(n.Path))
+		}
+		if c.DisplayOnly() {
 			nodes = append(nodes, "display-only")
 		}
 		parts = append(parts, fmt.Sprintf("%s (%s: %s)", c.ID, c.Driver, strings.Join(nodes, ", ")))
 	}
-	d.add("devices", OK, fmt.Sprintf("%d card(s): %s", len(inv.Cards), strings.Join(parts, "; ")), "")
+	d.add("devices", OK, fmt.Sprintf("%d device(s): %s", len(inv.Cards), strings.Join(parts, "; ")), "")
 	return inv.Cards
 }
 

@@ -26,6 +26,11 @@ const (
 	AttrCardMinor   resourceapi.QualifiedName = "cardMinor"
 	AttrRenderMinor resourceapi.QualifiedName = "renderMinor"
 	AttrDisplayOnly resourceapi.QualifiedName = "displayOnly"
+	// AttrClass is the device's class: drm.ClassDRM (a card) or
+	// drm.ClassAccel (a compute accelerator under /dev/accel).
+	AttrClass resourceapi.QualifiedName = "class"
+	// AttrAccelMinor is N of /dev/accel/accelN, for a device with one.
+	AttrAccelMinor resourceapi.QualifiedName = "accelMinor"
 )
 
 // CapacityShares is the capacity of a card of a pool with shares (in
@@ -127,6 +132,7 @@ func device(name string, c *drm.Card, resource string, healthy bool, sysfsRoot s
 		AttrResource:    {StringValue: ptr.To(resource)},
 		AttrBus:         {StringValue: ptr.To(c.Bus)},
 		AttrDisplayOnly: {BoolValue: ptr.To(c.DisplayOnly())},
+		AttrClass:       {StringValue: ptr.To(c.Class())},
 	}
 	// An Unhealthy card seeded without nodes has no minor to publish.
 	if c.CardNode.Path != "" {
@@ -134,6 +140,9 @@ func device(name string, c *drm.Card, resource string, healthy bool, sysfsRoot s
 	}
 	if c.RenderNode != nil {
 		attrs[AttrRenderMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(c.RenderNode.Minor))}
+	}
+	if c.AccelNode != nil {
+		attrs[AttrAccelMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(c.AccelNode.Minor))}
 	}
 	if c.VendorID != "" {
 		attrs[AttrVendorID] = resourceapi.DeviceAttribute{StringValue: ptr.To(c.VendorID)}

@@ -50,12 +50,12 @@ func TestBuildHybridNode(t *testing.T) {
 	require.Equal(t, []resourceapi.Device{
 		{Name: "pci-0000-00-02-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			"id": str("0000:00:02.0"), "driver": str("i915"), "resource": str("dri-cdi.dev/i915"), "bus": str("pci"),
-			"vendorID": str("8086"), "deviceID": str("7d55"), "cardMinor": num(1), "renderMinor": num(128), "displayOnly": boolAttr(false),
+			"vendorID": str("8086"), "deviceID": str("7d55"), "cardMinor": num(1), "renderMinor": num(128), "displayOnly": boolAttr(false), "class": str("drm"),
 			"resource.kubernetes.io/pciBusID": str("0000:00:02.0"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
 		}},
 		{Name: "pci-0000-03-00-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			"id": str("0000:03:00.0"), "driver": str("amdgpu"), "resource": str("dri-cdi.dev/amdgpu"), "bus": str("pci"),
-			"vendorID": str("1002"), "deviceID": str("744c"), "cardMinor": num(2), "renderMinor": num(129), "displayOnly": boolAttr(false),
+			"vendorID": str("1002"), "deviceID": str("744c"), "cardMinor": num(2), "renderMinor": num(129), "displayOnly": boolAttr(false), "class": str("drm"),
 			"resource.kubernetes.io/pciBusID": str("0000:03:00.0"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
 			"resource.kubernetes.io/numaNode": num(1),
 		}},
@@ -64,6 +64,34 @@ func TestBuildHybridNode(t *testing.T) {
 		"pci-0000-00-02-0": {Name: "pci-0000-00-02-0", Card: "0000:00:02.0", Resource: "dri-cdi.dev/i915", Healthy: true},
 		"pci-0000-03-00-0": {Name: "pci-0000-03-00-0", Card: "0000:03:00.0", Resource: "dri-cdi.dev/amdgpu", Healthy: true},
 	}, inv.ByName)
+}
+
+// Accel devices are published from the default pools of their drivers
+// with the same attributes as cards, their class and accel minor, and
+// no card or render minor; a platform NPU has no PCI attributes.
+func TestBuildAccelDevices(t *testing.T) {
+	tree, cards := discover(t, drmtest.IntelNPU, drmtest.RK3588Panthor, drmtest.RK3588Rocket.WithNodes(1, -1))
+	inv, problems := Build(config.Default().Assign(cards), nil, tree.Roots().Sysfs)
+	require.Empty(t, problems)
+	byName := map[string]resourceapi.Device{}
+	for _, d := range inv.Devices {
+		byName[d.Name] = d
+	}
+	require.Len(t, byName, 3)
+	require.Equal(t, map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		"id": str("0000:00:0b.0"), "driver": str("intel_vpu"), "resource": str("dri-cdi.dev/intel_vpu"), "bus": str("pci"),
+		"vendorID": str("8086"), "deviceID": str("7d1d"), "accelMinor": num(0), "displayOnly": boolAttr(false), "class": str("accel"),
+		"resource.kubernetes.io/pciBusID": str("0000:00:0b.0"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
+	}, byName["pci-0000-00-0b-0"].Attributes)
+	rocket := byName[DeviceName("fdab0000.npu")].Attributes
+	require.Equal(t, str("rocket"), rocket[AttrDriver])
+	require.Equal(t, str("accel"), rocket[AttrClass])
+	require.Equal(t, str("dri-cdi.dev/rocket"), rocket[AttrResource])
+	require.NotContains(t, rocket, AttrCardMinor)
+	require.NotContains(t, rocket, "resource.kubernetes.io/pciBusID")
+	panthor := byName[DeviceName("fb000000.gpu")].Attributes
+	require.Equal(t, str("drm"), panthor[AttrClass])
+	require.NotContains(t, panthor, AttrAccelMinor)
 }
 
 // A configured pool that takes display-only cards publishes them with

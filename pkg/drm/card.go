@@ -10,7 +10,7 @@ type DeviceNode struct {
 	// HostPath is the node on the host, under the dev root.
 	HostPath string `json:"hostPath"`
 	// Major and Minor are the character device numbers, from sysfs `dev`
-	// (or from the host node for nodes without a sysfs entry, like /dev/kfd).
+	// (or from the host node for companion nodes found by path).
 	Major uint32 `json:"major"`
 	Minor uint32 `json:"minor"`
 	// Mode holds the permission bits of the host node (e.g. 0660).
@@ -20,7 +20,22 @@ type DeviceNode struct {
 	GID uint32 `json:"gid"`
 }
 
-// Card is one DRM card with every node a container needs to use it.
+// Device classes: the kernel class a device's nodes are registered in.
+const (
+	// ClassDRM is a DRM card: /dev/dri/cardN, and renderDN when it renders.
+	ClassDRM = "drm"
+	// ClassAccel is a compute accelerator of the DRM accel subsystem
+	// (drivers/accel): /dev/accel/accelN, char major AccelMajor.
+	ClassAccel = "accel"
+)
+
+// AccelMajor is the char major of every /dev/accel/accelN node
+// (ACCEL_MAJOR in include/drm/drm_accel.h).
+const AccelMajor = 261
+
+// Card is one DRM device with every node a container needs to use it: a
+// DRM card (class drm) or a compute accelerator (class accel). A parent
+// device with both a card and an accel node is one Card holding both.
 type Card struct {
 	// ID is the stable identifier: the PCI address of the DRM device's
 	// parent, else of its nearest PCI ancestor, else the platform device
@@ -45,11 +60,16 @@ type Card struct {
 	// uses it to tell a card whose driver unbound (path still there) from a
 	// card that was removed (path gone).
 	SysfsPath string `json:"sysfsPath"`
-	// CardNode is the primary node, /dev/dri/cardN.
+	// CardNode is the primary node, /dev/dri/cardN; the zero value (no
+	// Path) for an accel device without a DRM card.
 	CardNode DeviceNode `json:"cardNode"`
 	// RenderNode is /dev/dri/renderDN; nil for display-only cards.
 	RenderNode *DeviceNode `json:"renderNode,omitempty"`
-	// Extra holds per-driver nodes, e.g. /dev/kfd for amdgpu.
+	// AccelNode is /dev/accel/accelN; nil for a DRM card.
+	AccelNode *DeviceNode `json:"accelNode,omitempty"`
+	// Extra holds the card's companion nodes (see Companion), e.g.
+	// /dev/kfd for amdgpu. Discovery leaves it empty; config.Discover
+	// fills it (Companions).
 	Extra []DeviceNode `json:"extra,omitempty"`
 	// ByPath holds the /dev/dri/by-path links of this card, as nodes whose
 	// Path is the link's path in the container and whose numbers are the
@@ -57,21 +77,44 @@ type Card struct {
 	ByPath []DeviceNode `json:"byPath,omitempty"`
 }
 
-// DisplayOnly reports whether the card has no render node.
-func (c *Card) DisplayOnly() bool { return c.RenderNode == nil }
+// DisplayOnly reports whether the card has neither a render nor an
+// accel node: it can only drive displays.
+func (c *Card) DisplayOnly() bool { return c.RenderNode == nil && c.AccelNode == nil }
 
-// DRMNodes returns the card's own DRM nodes: card, then render if any.
-func (c *Card) DRMNodes() []DeviceNode {
-	if c.RenderNode == nil {
-		return []DeviceNode{c.CardNode}
+// HasCardNode reports whether the device has a DRM card node: an accel
+// device, or a card without nodes (cdi.Unavailable), has none.
+func (c *Card) HasCardNode() bool { return c.CardNode != (DeviceNode{}) }
+
+// Class is ClassAccel for a device whose only node is an accel node,
+// else ClassDRM.
+func (c *Card) Class() string {
+	if c.AccelNode != nil && !c.HasCardNode() {
+		return ClassAccel
 	}
-	return []DeviceNode{c.CardNode, *c.RenderNode}
+	return ClassDRM
+}
+
+// DRMNodes returns the device's own nodes, those whose numbers the
+// DRM core hands out and another device may hold next: card, render and
+// accel, each if present.
+func (c *Card) DRMNodes() []DeviceNode {
+	nodes := make([]DeviceNode, 0, 3)
+	if c.HasCardNode() {
+		nodes = append(nodes, c.CardNode)
+	}
+	if c.RenderNode != nil {
+		nodes = append(nodes, *c.RenderNode)
+	}
+	if c.AccelNode != nil {
+		nodes = append(nodes, *c.AccelNode)
+	}
+	return nodes
 }
 
 // Nodes returns every node of the card in a stable order: card, render,
-// extras, by-path links.
+// accel, extras, by-path links.
 func (c *Card) Nodes() []DeviceNode {
-	nodes := make([]DeviceNode, 0, 2+len(c.Extra)+len(c.ByPath))
+	nodes := make([]DeviceNode, 0, 3+len(c.Extra)+len(c.ByPath))
 	nodes = append(nodes, c.DRMNodes()...)
 	nodes = append(nodes, c.Extra...)
 	nodes = append(nodes, c.ByPath...)
@@ -96,4 +139,8 @@ type Inventory struct {
 	// Skipped explains each DRM entry that was left out because it was
 	// malformed; each error names the path and the reason.
 	Skipped []error
+	// Companions holds an error for each companion node that was refused
+	// or is missing (set by whoever resolves companions, not by
+	// Discover); the cards are kept, without those nodes.
+	Companions []error
 }

@@ -30,8 +30,13 @@ func CharDeviceCard(sysfs string, major, minor uint32) (string, error) {
 	}
 	target = path.Clean(filepath.ToSlash(target))
 	node, class := path.Base(target), path.Base(path.Dir(target))
-	if class != "drm" && class != "accel" {
+	if class != ClassDRM && class != ClassAccel {
 		return "", fmt.Errorf("char device %d:%d is %s, not a DRM or accel node", major, minor, target)
+	}
+	if class == ClassAccel && classifyAccel(node) != kindAccel {
+		// habanalabs' accel_controlD<N> sits in the accel class too;
+		// discovery never serves it, so no card owns it.
+		return "", fmt.Errorf("char device %d:%d is %s: %w", major, minor, target, ErrControlNode)
 	}
 	parent := path.Dir(path.Dir(target))
 	id := path.Base(parent)

@@ -22,6 +22,8 @@ func TestCharDeviceCard(t *testing.T) {
 		"226:1":   "../../devices/platform/vkms/drm/card1",
 		"261:0":   "../../devices/pci0000:00/0000:00:0b.0/accel/accel0",
 		"4:1":     "../../devices/virtual/tty/tty1",
+		"508:0":   "../../devices/pci0000:00/0000:00:0c.0/accel/accel_controlD0",
+		"261:1":   "../../devices/platform/fdab0000.npu/accel/accel1",
 		"226:9":   "../../drm/card9",
 	} {
 		require.NoError(t, os.Symlink(target, filepath.Join(char, name)))
@@ -35,7 +37,9 @@ func TestCharDeviceCard(t *testing.T) {
 		"virtio":          {226, 129, "0000:00:03.0", ""},
 		"platform":        {226, 1, "vkms", ""},
 		"accel":           {261, 0, "0000:00:0b.0", ""},
+		"platform accel":  {261, 1, "fdab0000.npu", ""},
 		"not DRM":         {4, 1, "", "char device 4:1 is ../../devices/virtual/tty/tty1, not a DRM or accel node"},
+		"accel control":   {508, 0, "", "accel_controlD0: accel control node, not served"},
 		"no parent":       {226, 9, "", "no parent device"},
 		"no such device":  {226, 130, "", "char device 226:130"},
 	} {

@@ -17,18 +17,18 @@ import (
 // Container paths of the nodes discovery reports.
 const (
 	containerDRI    = "/dev/dri"
+	containerAccel  = "/dev/accel"
 	containerByPath = "/dev/dri/by-path"
-	containerKFD    = "/dev/kfd"
 )
 
 // maxAttrSize bounds how much of a sysfs attribute file is read.
 const maxAttrSize = 4096
 
-// Discover walks <roots.Sysfs>/class/drm and returns every complete card,
-// with its nodes checked against <roots.Dev>. A missing class/drm gives an
-// empty inventory; an error is returned only when the class directory
-// exists but cannot be read. Malformed entries are left out and explained
-// in Inventory.Skipped.
+// Discover walks <roots.Sysfs>/class/drm and <roots.Sysfs>/class/accel
+// and returns every complete device, with its nodes checked against
+// <roots.Dev>. A missing class directory holds no devices; an error is
+// returned only when a class directory exists but cannot be read.
+// Malformed entries are left out and explained in Inventory.Skipped.
 func Discover(roots Roots) (*Inventory, error) {
 	if roots.Sysfs == "" || roots.Dev == "" {
 		return nil, fmt.Errorf("discover DRM cards: empty root in %+v", roots)
@@ -41,13 +41,17 @@ func Discover(roots Roots) (*Inventory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dev root %q: %w", roots.Dev, err)
 	}
-	classDir := filepath.Join(sys, "class", "drm")
-	dirents, err := os.ReadDir(classDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &Inventory{Cards: []Card{}}, nil
+	var classes [2]classDir
+	for i, class := range [...]string{ClassDRM, ClassAccel} {
+		dir := filepath.Join(sys, "class", class)
+		dirents, err := os.ReadDir(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("read %s class %s: %w", class, dir, err)
+		}
+		classes[i] = classDir{class: class, dir: dir, dirents: dirents}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read DRM class %s: %w", classDir, err)
+	if len(classes[0].dirents) == 0 && len(classes[1].dirents) == 0 {
+		return &Inventory{Cards: []Card{}}, nil
 	}
 	// The pass's resolver resolves the root too: every path discovery
 	// resolves starts with it.
@@ -58,7 +62,22 @@ func Discover(roots Roots) (*Inventory, error) {
 		return nil, fmt.Errorf("resolve sysfs root %s: %w", sys, err)
 	}
 	d := &discovery{sys: sys, sysReal: sysReal, dev: dev, res: res}
-	return d.run(classDir, dirents), nil
+	return d.run(classes[:]), nil
+}
+
+// classDir is one class directory of sysfs and its entries.
+type classDir struct {
+	class   string // ClassDRM or ClassAccel
+	dir     string
+	dirents []fs.DirEntry
+}
+
+// classify returns the kind of an entry of the class directory.
+func (c classDir) classify(name string) nodeKind {
+	if c.class == ClassAccel {
+		return classifyAccel(name)
+	}
+	return classifyEntry(name)
 }
 
 // discovery holds the state of one Discover call.
@@ -66,15 +85,13 @@ type discovery struct {
 	sys, sysReal, dev string
 	res               *resolver
 	inv               Inventory
-	kfdNode           *DeviceNode // /dev/kfd, once looked up
-	kfdDone           bool
 }
 
-// entry is one cardN or renderDN in class/drm.
+// entry is one cardN or renderDN in class/drm, or accelN in class/accel.
 type entry struct {
 	name   string
 	kind   nodeKind
-	class  string // path under class/drm
+	class  string // path under class/drm or class/accel
 	parent string // resolved parent device; "" when it cannot be found
 	major  uint32
 	minor  uint32
@@ -87,16 +104,22 @@ type group struct {
 	entries []*entry
 }
 
-// cardEntry is the group's cardN entry (the last, if several), nil when
-// it has none.
+// cardEntry is the group's cardN entry (the last, if several), else its
+// accelN entry, nil when it has neither.
 func (g *group) cardEntry() *entry {
-	var card *entry
+	var card, accel *entry
 	for _, e := range g.entries {
-		if e.kind == kindCard {
+		switch e.kind {
+		case kindCard:
 			card = e
+		case kindAccel:
+			accel = e
 		}
 	}
-	return card
+	if card != nil {
+		return card
+	}
+	return accel
 }
 
 // built is a complete card plus the group it was built from.
@@ -105,14 +128,28 @@ type built struct {
 	g    *group
 }
 
-func (d *discovery) run(classDir string, dirents []fs.DirEntry) *Inventory {
+func (d *discovery) run(classes []classDir) *Inventory {
 	groups := map[string]*group{}
-	for _, de := range dirents {
-		kind := classifyEntry(de.Name())
+	for _, cd := range classes {
+		d.collect(cd, groups)
+	}
+	return d.finish(groups)
+}
+
+// collect probes the node entries of one class directory and adds each
+// to the group of its parent device. Entries of class/drm and
+// class/accel with one parent fall into one group: one device.
+func (d *discovery) collect(cd classDir, groups map[string]*group) {
+	for _, de := range cd.dirents {
+		kind := cd.classify(de.Name())
 		if kind == kindOther {
 			continue
 		}
-		e := &entry{name: de.Name(), kind: kind, class: joinPath(classDir, de.Name())}
+		e := &entry{name: de.Name(), kind: kind, class: joinPath(cd.dir, de.Name())}
+		if kind == kindControl {
+			d.skip(e, fmt.Errorf("%w: %s manages its device for every user; only accel<N> nodes are advertised", ErrControlNode, de.Name()))
+			continue
+		}
 		d.probe(e)
 		if e.parent == "" {
 			d.skip(e, e.err)
@@ -125,7 +162,11 @@ func (d *discovery) run(classDir string, dirents []fs.DirEntry) *Inventory {
 		}
 		g.entries = append(g.entries, e)
 	}
+}
 
+// finish builds a device of each group, drops the ones that cannot be
+// told apart, and fills the inventory.
+func (d *discovery) finish(groups map[string]*group) *Inventory {
 	parents := make([]string, 0, len(groups))
 	for p := range groups {
 		parents = append(parents, p)
@@ -347,26 +388,31 @@ func (d *discovery) buildGroup(g *group) (built, bool) {
 			return built{}, false
 		}
 	}
-	var cardE, renderE *entry
-	nCard, nRender := 0, 0
+	var n nodes
+	nCard, nRender, nAccel := 0, 0, 0
 	for _, e := range g.entries {
 		switch e.kind {
 		case kindCard:
-			cardE = e
+			n.card = e
 			nCard++
 		case kindRender:
-			renderE = e
+			n.render = e
 			nRender++
+		case kindAccel:
+			n.accel = e
+			nAccel++
 		}
 	}
-	if nCard != 1 || nRender > 1 {
-		err := fmt.Errorf("%w: device %s has %d card and %d render nodes", ErrUnpaired, g.parent, nCard, nRender)
+	// A DRM card has one card node and at most one render node; an
+	// accel device has one accel node and no render node without a card.
+	if nCard > 1 || nRender > 1 || nAccel > 1 || (nCard == 0 && (nAccel == 0 || nRender > 0)) {
+		err := fmt.Errorf("%w: device %s has %d card, %d render and %d accel nodes", ErrUnpaired, g.parent, nCard, nRender, nAccel)
 		for _, e := range g.entries {
 			d.skip(e, err)
 		}
 		return built{}, false
 	}
-	b, culprit, err := d.build(g, cardE, renderE)
+	b, culprit, err := d.build(g, n)
 	if err != nil {
 		d.skipGroup(g, culprit, err)
 		return built{}, false
@@ -374,10 +420,26 @@ func (d *discovery) buildGroup(g *group) (built, bool) {
 	return b, true
 }
 
+// nodes are the node entries of one device: card or accel (or both),
+// and render if any.
+type nodes struct {
+	card, render, accel *entry
+}
+
+// primary is the entry named after the device and blamed for its
+// parent's faults: the card node, else the accel node.
+func (n nodes) primary() *entry {
+	if n.card != nil {
+		return n.card
+	}
+	return n.accel
+}
+
 // build reads the parent device of a card and checks its nodes. On error
 // it also returns the entry to blame.
-func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error) {
+func (d *discovery) build(g *group, n nodes) (built, *entry, error) {
 	parent := g.parent
+	cardE := n.primary()
 	c := Card{Name: cardE.name, NUMANode: -1}
 
 	bus, err := d.linkName(joinPath(parent, "subsystem"))
@@ -423,22 +485,24 @@ func (d *discovery) build(g *group, cardE, renderE *entry) (built, *entry, error
 	c.ID = name
 	c.SysfsPath = d.underSys(parent)
 
-	cardNode, err := d.node(cardE)
-	if err != nil {
-		return built{}, cardE, err
+	if n.card != nil {
+		if c.CardNode, err = d.node(n.card, containerDRI); err != nil {
+			return built{}, n.card, err
+		}
 	}
-	c.CardNode = cardNode
-	if renderE != nil {
-		rn, err := d.node(renderE)
+	if n.render != nil {
+		rn, err := d.node(n.render, containerDRI)
 		if err != nil {
-			return built{}, renderE, err
+			return built{}, n.render, err
 		}
 		c.RenderNode = &rn
 	}
-	if c.Driver == "amdgpu" {
-		if kfd, ok := d.kfd(); ok {
-			c.Extra = append(c.Extra, kfd)
+	if n.accel != nil {
+		an, err := d.node(n.accel, containerAccel)
+		if err != nil {
+			return built{}, n.accel, err
 		}
+		c.AccelNode = &an
 	}
 	return built{card: c, g: g}, nil, nil
 }
@@ -542,9 +606,10 @@ func (d *discovery) readNUMA(path string) (int, error) {
 }
 
 // node checks the host node of e under the dev root: a char device with
-// the numbers sysfs reports.
-func (d *discovery) node(e *entry) (DeviceNode, error) {
-	dri := joinPath(d.dev, "dri")
+// the numbers sysfs reports. dir is the node's directory in a container
+// (/dev/dri, /dev/accel), and the host's under the dev root.
+func (d *discovery) node(e *entry, dir string) (DeviceNode, error) {
+	dri := joinPath(d.dev, strings.TrimPrefix(dir, "/dev/"))
 	host := joinPath(dri, e.name)
 	fd, name := unix.AT_FDCWD, host
 	realDri, driErr := d.res.resolve(dri)
@@ -565,7 +630,7 @@ func (d *discovery) node(e *entry) (DeviceNode, error) {
 		return DeviceNode{}, fmt.Errorf("%w: %s is %d:%d, sysfs says %d:%d",
 			ErrNodeMismatch, host, n.Major, n.Minor, e.major, e.minor)
 	}
-	n.Path = containerDRI + "/" + e.name
+	n.Path = dir + "/" + e.name
 	return n, nil
 }
 
@@ -603,21 +668,6 @@ func fstatatNoFollow(dirfd int, name string, st *unix.Stat_t) error {
 			return err
 		}
 	}
-}
-
-// kfd returns /dev/kfd when it exists and is a char device.
-func (d *discovery) kfd() (DeviceNode, bool) {
-	if !d.kfdDone {
-		d.kfdDone = true
-		if n, err := statChar(filepath.Join(d.dev, "kfd")); err == nil {
-			n.Path = containerKFD
-			d.kfdNode = &n
-		}
-	}
-	if d.kfdNode == nil {
-		return DeviceNode{}, false
-	}
-	return *d.kfdNode, true
 }
 
 // dropDuplicates leaves out every card whose ID another card also has:

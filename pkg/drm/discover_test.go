@@ -25,11 +25,17 @@ func summary(t *testing.T, root string, c drm.Card) string {
 	node := func(n drm.DeviceNode) string {
 		return fmt.Sprintf("%s=%s@%d:%d", n.Path, rel(n.HostPath), n.Major, n.Minor)
 	}
-	s := fmt.Sprintf("%s %s driver=%s bus=%s pci=%s:%s@%s numa=%d sysfs=%s card=%s",
+	s := fmt.Sprintf("%s %s driver=%s bus=%s pci=%s:%s@%s numa=%d sysfs=%s",
 		c.ID, c.Name, c.Driver, c.Bus, c.VendorID, c.DeviceID, c.PCIAddress, c.NUMANode,
-		rel(c.SysfsPath), node(c.CardNode))
+		rel(c.SysfsPath))
+	if c.HasCardNode() {
+		s += " card=" + node(c.CardNode)
+	}
 	if c.RenderNode != nil {
 		s += " render=" + node(*c.RenderNode)
+	}
+	if c.AccelNode != nil {
+		s += " accel=" + node(*c.AccelNode)
 	}
 	for _, n := range c.Extra {
 		s += " extra=" + node(n)
@@ -40,7 +46,7 @@ func summary(t *testing.T, root string, c drm.Card) string {
 	return s
 }
 
-func discover(t *testing.T, tree *drmtest.Tree) *drm.Inventory {
+func discover(t testing.TB, tree *drmtest.Tree) *drm.Inventory {
 	t.Helper()
 	inv, err := drm.Discover(tree.Roots())
 	require.NoError(t, err)
@@ -53,13 +59,13 @@ func TestDiscover(t *testing.T) {
 		igpu   = "0000:00:02.0 card0 driver=i915 bus=pci pci=8086:7d55@0000:00:02.0 numa=-1 sysfs=sys/devices/pci0000:00/0000:00:02.0 card=/dev/dri/card0=dev/dri/card0@226:0 render=/dev/dri/renderD128=dev/dri/renderD128@226:128 bypath=/dev/dri/by-path/pci-0000:00:02.0-card=dev/dri/by-path/pci-0000:00:02.0-card@226:0 bypath=/dev/dri/by-path/pci-0000:00:02.0-render=dev/dri/by-path/pci-0000:00:02.0-render@226:128"
 		igpu1  = "0000:00:02.0 card1 driver=i915 bus=pci pci=8086:7d55@0000:00:02.0 numa=-1 sysfs=sys/devices/pci0000:00/0000:00:02.0 card=/dev/dri/card1=dev/dri/card1@226:1 render=/dev/dri/renderD128=dev/dri/renderD128@226:128 bypath=/dev/dri/by-path/pci-0000:00:02.0-card=dev/dri/by-path/pci-0000:00:02.0-card@226:1 bypath=/dev/dri/by-path/pci-0000:00:02.0-render=dev/dri/by-path/pci-0000:00:02.0-render@226:128"
 		xe     = "0000:03:00.0 card0 driver=xe bus=pci pci=8086:e20b@0000:03:00.0 numa=0 sysfs=sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0 card=/dev/dri/card0=dev/dri/card0@226:0 render=/dev/dri/renderD128=dev/dri/renderD128@226:128 bypath=/dev/dri/by-path/pci-0000:03:00.0-card=dev/dri/by-path/pci-0000:03:00.0-card@226:0 bypath=/dev/dri/by-path/pci-0000:03:00.0-render=dev/dri/by-path/pci-0000:03:00.0-render@226:128"
-		amd    = "0000:03:00.0 card0 driver=amdgpu bus=pci pci=1002:744c@0000:03:00.0 numa=0 sysfs=sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0 card=/dev/dri/card0=dev/dri/card0@226:0 render=/dev/dri/renderD128=dev/dri/renderD128@226:128 extra=/dev/kfd=dev/kfd@235:0 bypath=/dev/dri/by-path/pci-0000:03:00.0-card=dev/dri/by-path/pci-0000:03:00.0-card@226:0 bypath=/dev/dri/by-path/pci-0000:03:00.0-render=dev/dri/by-path/pci-0000:03:00.0-render@226:128"
+		amd    = "0000:03:00.0 card0 driver=amdgpu bus=pci pci=1002:744c@0000:03:00.0 numa=0 sysfs=sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0 card=/dev/dri/card0=dev/dri/card0@226:0 render=/dev/dri/renderD128=dev/dri/renderD128@226:128 bypath=/dev/dri/by-path/pci-0000:03:00.0-card=dev/dri/by-path/pci-0000:03:00.0-card@226:0 bypath=/dev/dri/by-path/pci-0000:03:00.0-render=dev/dri/by-path/pci-0000:03:00.0-render@226:128"
 		virtio = "0000:00:04.0 card0 driver=virtio_gpu bus=virtio pci=1af4:1050@0000:00:04.0 numa=-1 sysfs=sys/devices/pci0000:00/0000:00:04.0/virtio1 card=/dev/dri/card0=dev/dri/card0@226:0 render=/dev/dri/renderD128=dev/dri/renderD128@226:128 bypath=/dev/dri/by-path/pci-0000:00:04.0-card=dev/dri/by-path/pci-0000:00:04.0-card@226:0 bypath=/dev/dri/by-path/pci-0000:00:04.0-render=dev/dri/by-path/pci-0000:00:04.0-render@226:128"
 		vkms   = "vkms card0 driver=vkms bus=platform pci=:@ numa=-1 sysfs=sys/devices/platform/vkms card=/dev/dri/card0=dev/dri/card0@226:0 bypath=/dev/dri/by-path/platform-vkms-card=dev/dri/by-path/platform-vkms-card@226:0"
 		ast    = "0000:02:00.0 card0 driver=ast bus=pci pci=1a03:2000@0000:02:00.0 numa=0 sysfs=sys/devices/pci0000:00/0000:00:01.0/0000:02:00.0 card=/dev/dri/card0=dev/dri/card0@226:0 bypath=/dev/dri/by-path/pci-0000:02:00.0-card=dev/dri/by-path/pci-0000:02:00.0-card@226:0"
 		// hybrid laptop: the dGPU probed first and took card0, but the
 		// iGPU's render node came first.
-		hybridAMD = "0000:03:00.0 card0 driver=amdgpu bus=pci pci=1002:744c@0000:03:00.0 numa=0 sysfs=sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0 card=/dev/dri/card0=dev/dri/card0@226:0 render=/dev/dri/renderD129=dev/dri/renderD129@226:129 extra=/dev/kfd=dev/kfd@235:0 bypath=/dev/dri/by-path/pci-0000:03:00.0-card=dev/dri/by-path/pci-0000:03:00.0-card@226:0 bypath=/dev/dri/by-path/pci-0000:03:00.0-render=dev/dri/by-path/pci-0000:03:00.0-render@226:129"
+		hybridAMD = "0000:03:00.0 card0 driver=amdgpu bus=pci pci=1002:744c@0000:03:00.0 numa=0 sysfs=sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0 card=/dev/dri/card0=dev/dri/card0@226:0 render=/dev/dri/renderD129=dev/dri/renderD129@226:129 bypath=/dev/dri/by-path/pci-0000:03:00.0-card=dev/dri/by-path/pci-0000:03:00.0-card@226:0 bypath=/dev/dri/by-path/pci-0000:03:00.0-render=dev/dri/by-path/pci-0000:03:00.0-render@226:129"
 		simple0   = "simple-framebuffer.0 card0 driver=simple-framebuffer bus=platform pci=:@ numa=-1 sysfs=sys/devices/platform/simple-framebuffer.0 card=/dev/dri/card0=dev/dri/card0@226:0 bypath=/dev/dri/by-path/platform-simple-framebuffer.0-card=dev/dri/by-path/platform-simple-framebuffer.0-card@226:0"
 	)
 	tests := map[string]struct {
@@ -113,7 +119,6 @@ func TestDiscoverNodeOwner(t *testing.T) {
 	require.Equal(t, uint32(drmtest.VideoGID), c.CardNode.GID)
 	require.Equal(t, uint32(drmtest.RenderGID), c.RenderNode.GID)
 	require.Equal(t, uint32(0), c.RenderNode.UID)
-	require.Equal(t, uint32(drmtest.RenderGID), c.Extra[0].GID)
 	require.Equal(t, c.RenderNode.GID, c.ByPath[1].GID)
 }
 
@@ -145,7 +150,7 @@ func TestDiscoverSixteenCards(t *testing.T) {
 		require.Equal(t, uint32(g.Render), c.RenderNode.Minor, g.ID())
 		require.Equal(t, fmt.Sprintf("/dev/dri/renderD%d", g.Render), c.RenderNode.Path)
 		require.Equal(t, g.Driver, c.Driver)
-		require.Equal(t, g.KFD, len(c.Extra) == 1, g.ID())
+		require.Empty(t, c.Extra, g.ID())
 		require.Len(t, c.ByPath, 2)
 	}
 }
@@ -227,12 +232,12 @@ func TestDiscoverLayouts(t *testing.T) {
 				require.NotNil(t, inv.Cards[0].RenderNode)
 			},
 		},
-		"kfd is only for amdgpu": {
+		"discovery attaches no companion, not even amdgpu's kfd": {
 			gpus: []drmtest.GPU{drmtest.AMDdGPU, drmtest.IntelIGPU.WithNodes(1, 129)},
 			check: func(t *testing.T, _ *drmtest.Tree, inv *drm.Inventory) {
+				require.Equal(t, "amdgpu", inv.Cards[1].Driver)
 				require.Empty(t, inv.Cards[0].Extra)
-				require.Equal(t, "i915", inv.Cards[0].Driver)
-				require.Len(t, inv.Cards[1].Extra, 1)
+				require.Empty(t, inv.Cards[1].Extra)
 			},
 		},
 		"faux vkms is named after its device": {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest/hostlayout"
@@ -64,7 +65,7 @@ func TestDiscoverHostLayouts(t *testing.T) {
 			roots, err := hostlayout.Build(root, name)
 			require.NoError(t, err)
 			require.NoError(t, hostlayout.CheckLinks(root, name))
-			inv, err := drm.Discover(roots)
+			inv, err := config.Default().Discover(roots)
 			require.NoError(t, err)
 			got := []string{}
 			for _, c := range inv.Cards {
@@ -102,7 +103,7 @@ func TestDiscoverHostLayoutMalformed(t *testing.T) {
 		"card5":      {is: fs.ErrNotExist, reason: []string{filepath.Join(roots.Dev, "dri", "card5")}},
 		"card6":      {is: syscall.ELOOP, reason: []string{"too many levels of symbolic links"}},
 		"card7":      {is: drm.ErrNodeMismatch, reason: []string{filepath.Join(roots.Dev, "dri", "card7") + " is 226:9, sysfs says 226:7"}},
-		"renderD132": {is: drm.ErrUnpaired, reason: []string{filepath.Join(pci, "0000:00:09.0") + " has 0 card and 1 render nodes"}},
+		"renderD132": {is: drm.ErrUnpaired, reason: []string{filepath.Join(pci, "0000:00:09.0") + " has 0 card, 1 render and 0 accel nodes"}},
 		"card8":      {reason: []string{filepath.Join(pci, "0000:00:0a.0", "drm", "card8", "dev"), "not a regular file"}},
 		"card9":      {is: drm.ErrOutsideRoot, reason: []string{filepath.Join(root, "dev", "dri")}},
 	}
@@ -139,7 +140,7 @@ func TestDiscoverHostLayoutWithoutBus(t *testing.T) {
 			roots, err := hostlayout.Build(root, name)
 			require.NoError(t, err)
 			require.NoError(t, os.RemoveAll(filepath.Join(roots.Sysfs, "bus")))
-			inv, err := drm.Discover(roots)
+			inv, err := config.Default().Discover(roots)
 			require.NoError(t, err)
 			require.Empty(t, inv.Skipped)
 			got := []string{}

@@ -117,7 +117,7 @@ func TestDiscoverMalformed(t *testing.T) {
 	good := drmtest.AMDdGPU.WithNodes(1, 129)
 	sibling := reason{is: drm.ErrSibling, contains: "card0 of device"}
 	renderSibling := reason{is: drm.ErrSibling, contains: "renderD128 of device"}
-	unpaired := reason{is: drm.ErrUnpaired, contains: "has 0 card and 1 render nodes"}
+	unpaired := reason{is: drm.ErrUnpaired, contains: "has 0 card, 1 render and 0 accel nodes"}
 	// outside is a card refused for leading out of the root into
 	// <root>/sys-outside.
 	outside := reason{is: drm.ErrOutsideRoot, under: "sys-outside"}
@@ -343,9 +343,9 @@ func TestDiscoverMalformed(t *testing.T) {
 				mknod(t, filepath.Join(p.dri, "renderD130"), 226, 130)
 			},
 			skipped: map[string]reason{
-				"card0":      {is: drm.ErrUnpaired, contains: "has 1 card and 2 render nodes"},
-				"renderD128": {is: drm.ErrUnpaired, contains: "has 1 card and 2 render nodes"},
-				"renderD130": {is: drm.ErrUnpaired, contains: "has 1 card and 2 render nodes"},
+				"card0":      {is: drm.ErrUnpaired, contains: "has 1 card, 2 render and 0 accel nodes"},
+				"renderD128": {is: drm.ErrUnpaired, contains: "has 1 card, 2 render and 0 accel nodes"},
+				"renderD130": {is: drm.ErrUnpaired, contains: "has 1 card, 2 render and 0 accel nodes"},
 			},
 		},
 		"render node without card": {

@@ -28,12 +28,18 @@ var (
 	ErrBadID = errors.New("invalid card ID")
 	// ErrDuplicateID: two cards have the same stable ID.
 	ErrDuplicateID = errors.New("duplicate card ID")
-	// ErrUnpaired: a DRM device has no card node, or more than one card
-	// or render node.
+	// ErrUnpaired: a DRM device has neither a card nor an accel node, a
+	// render node without a card node, or more than one card, render or
+	// accel node.
 	ErrUnpaired = errors.New("cannot pair card and render node")
 	// ErrSibling: the entry is fine, but another DRM entry of the same
 	// device was skipped, so the card is left out as a whole.
 	ErrSibling = errors.New("another entry of the same device was skipped")
+	// ErrControlNode: a class/accel entry is a driver's control node
+	// (habanalabs' accel_controlD<N>, with a dynamic major), not a
+	// compute node. It is never advertised: it manages the device for
+	// every user of it, so it is no part of what one container gets.
+	ErrControlNode = errors.New("accel control node, not served")
 )
 
 // maxSysfsValue bounds what the parsers accept; sysfs attributes that
@@ -134,31 +140,53 @@ func LinkName(target string) (string, error) {
 	return name, nil
 }
 
-// nodeKind tells card nodes from render nodes in class/drm.
+// nodeKind tells card nodes from render nodes in class/drm, and compute
+// from control nodes in class/accel.
 type nodeKind int
 
 const (
 	kindOther nodeKind = iota
 	kindCard
 	kindRender
+	kindAccel
+	kindControl
 )
 
 // classifyEntry returns the kind of a class/drm entry name: "card<N>" and
 // "renderD<N>" are nodes, everything else (connectors like card0-DP-1,
 // version, controlD64, ...) is not.
 func classifyEntry(name string) nodeKind {
-	if n, ok := strings.CutPrefix(name, "renderD"); ok {
-		if _, ok := parseUintStrict(n); ok {
-			return kindRender
-		}
-		return kindOther
-	}
-	if n, ok := strings.CutPrefix(name, "card"); ok {
-		if _, ok := parseUintStrict(n); ok {
-			return kindCard
-		}
+	switch {
+	case numbered(name, "renderD"):
+		return kindRender
+	case numbered(name, "card"):
+		return kindCard
 	}
 	return kindOther
+}
+
+// classifyAccel returns the kind of a class/accel entry name: "accel<N>"
+// is a compute node, "accel_controlD<N>" a control node, anything else
+// is not a node.
+func classifyAccel(name string) nodeKind {
+	switch {
+	case numbered(name, "accel_controlD"):
+		return kindControl
+	case numbered(name, "accel"):
+		return kindAccel
+	}
+	return kindOther
+}
+
+// numbered reports whether name is prefix followed by a plain decimal
+// number.
+func numbered(name, prefix string) bool {
+	n, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return false
+	}
+	_, ok = parseUintStrict(n)
+	return ok
 }
 
 // isPCIAddress reports whether name looks like a PCI device address,

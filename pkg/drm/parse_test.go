@@ -167,6 +167,25 @@ func TestClassifyEntry(t *testing.T) {
 	testFunc(t, classifyEntry, tests)
 }
 
+func TestClassifyAccel(t *testing.T) {
+	tests := map[string]nodeKind{
+		"accel0":           kindAccel,
+		"accel17":          kindAccel,
+		"accel_controlD0":  kindControl,
+		"accel_controlD12": kindControl,
+		"accel":            kindOther,
+		"accel01":          kindOther,
+		"accel-1":          kindOther,
+		"accel_controlD":   kindOther,
+		"accel_controlDx":  kindOther,
+		"accel_control0":   kindOther,
+		"card0":            kindOther,
+		"renderD128":       kindOther,
+		"Accel0":           kindOther,
+	}
+	testFunc(t, classifyAccel, tests)
+}
+
 func TestIsPCIAddress(t *testing.T) {
 	tests := map[string]bool{
 		"0000:00:02.0":  true,

@@ -15,9 +15,10 @@ import (
 )
 
 // UeventSubsystems are the subsystems whose uevents can change the DRM
-// inventory: DRM nodes, and the PCI, platform and virtio parents whose
-// drivers bind and unbind.
-var UeventSubsystems = []string{"drm", "pci", "platform", "virtio"}
+// inventory: DRM and accel nodes, the PCI, platform and virtio parents
+// whose drivers bind and unbind, and the subsystems of companion nodes
+// (a codec driver that loads after the GPU's).
+var UeventSubsystems = []string{"drm", "accel", "pci", "platform", "virtio", "video4linux", "media", "dma_heap", "kfd"}
 
 // Uevent is one kernel uevent.
 type Uevent struct {

@@ -23,6 +23,18 @@ func TestParseUevent(t *testing.T) {
 			}},
 			relevant: true,
 		},
+		"accel add": {
+			in: "add@/devices/pci0000:00/0000:00:0b.0/accel/accel0\x00ACTION=add\x00SUBSYSTEM=accel\x00MAJOR=261\x00MINOR=0\x00DEVNAME=accel/accel0\x00",
+			want: Uevent{Action: "add", DevPath: "/devices/pci0000:00/0000:00:0b.0/accel/accel0", Subsystem: "accel", Env: map[string]string{
+				"ACTION": "add", "SUBSYSTEM": "accel", "MAJOR": "261", "MINOR": "0", "DEVNAME": "accel/accel0",
+			}},
+			relevant: true,
+		},
+		"companion add": {
+			in:       "add@/devices/platform/soc/soc:bcm2835-codec/video4linux/video10\x00ACTION=add\x00SUBSYSTEM=video4linux\x00",
+			want:     Uevent{Action: "add", DevPath: "/devices/platform/soc/soc:bcm2835-codec/video4linux/video10", Subsystem: "video4linux", Env: map[string]string{"ACTION": "add", "SUBSYSTEM": "video4linux"}},
+			relevant: true,
+		},
 		"pci unbind": {
 			in:       "unbind@/devices/pci0000:00/0000:00:02.0\x00ACTION=unbind\x00SUBSYSTEM=pci\x00",
 			want:     Uevent{Action: "unbind", DevPath: "/devices/pci0000:00/0000:00:02.0", Subsystem: "pci", Env: map[string]string{"ACTION": "unbind", "SUBSYSTEM": "pci"}},

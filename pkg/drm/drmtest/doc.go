@@ -15,7 +15,9 @@
 //	sys/devices/pci0000:00/0000:00:02.0/drm/card1/{dev,uevent,device,subsystem}
 //	sys/devices/pci0000:00/0000:00:04.0/virtio1/drm/card0  (virtio-gpu)
 //	sys/devices/platform/vkms/drm/card0                    (platform card)
+//	sys/class/accel/accel0 -> ../../devices/pci0000:00/0000:00:0b.0/accel/accel0
 //	dev/dri/card1, dev/dri/renderD128                      (char 226:N)
+//	dev/accel/accel0                                       (char 261:N)
 //	dev/dri/by-path/pci-0000:00:02.0-card -> ../card1
 //	dev/kfd                                                (amdgpu)
 //

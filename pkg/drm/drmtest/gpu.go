@@ -1,6 +1,10 @@
 package drmtest
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
+)
 
 // GPU describes one fake DRM device: its parent device in sysfs and its
 // nodes in the dev tree.
@@ -27,12 +31,26 @@ type GPU struct {
 	// Platform is the platform device name (vkms, simple-framebuffer.0)
 	// when the card is not on PCI.
 	Platform string
+	// PlatformBus, when set, is the SoC bus node the platform device
+	// sits below (soc: sys/devices/platform/soc/<Platform>).
+	PlatformBus string
 	// VirtioIndex is N of the virtioN device for Bus "virtio".
 	VirtioIndex int
 	// Connectors are connector names (DP-1, HDMI-A-1) created as
 	// cardN-<name> entries, which discovery must ignore.
 	Connectors []string
+	// Class is drm.ClassAccel for a compute accelerator: the device
+	// registers /dev/accel/accel<Card> (char major 261) instead of a
+	// card node, and has no render node (Render must be -1). Empty means
+	// a DRM card.
+	Class string
+	// Control adds habanalabs' accel_controlD<Card> node to an accel
+	// device (class accel, char major ControlMajor).
+	Control bool
 }
+
+// accel reports whether g is an accel device.
+func (g GPU) accel() bool { return g.Class == drm.ClassAccel }
 
 // ID is the stable ID discovery reports for g: the PCI address, else the
 // platform device name.
@@ -44,7 +62,8 @@ func (g GPU) ID() string {
 }
 
 // WithNodes returns g with other card and render minors (render < 0:
-// display-only).
+// display-only). For an accel device card is the accel minor and render
+// must be -1.
 func (g GPU) WithNodes(card, render int) GPU {
 	g.Card, g.Render = card, render
 	return g
@@ -100,6 +119,30 @@ var (
 	// VKMS is the virtual KMS driver: a display-only platform card whose
 	// platform device has no driver link.
 	VKMS = GPU{Platform: "vkms", Card: 0, Render: -1, Connectors: []string{"Virtual-1"}}
+
+	// IntelNPU is the NPU of a Meteor Lake SoC (intel_vpu), a PCI
+	// processing accelerator with /dev/accel/accel0.
+	IntelNPU = GPU{Class: drm.ClassAccel, Driver: "intel_vpu", PCIAddress: "0000:00:0b.0", Vendor: "8086",
+		Device: "7d1d", NUMA: -1, Card: 0, Render: -1}
+	// AMDXDNA is the NPU of a Ryzen AI (Phoenix) SoC (amdxdna), a PCI
+	// function of the APU below a root port.
+	AMDXDNA = GPU{Class: drm.ClassAccel, Driver: "amdxdna", PCIAddress: "0000:c6:00.1", Vendor: "1022",
+		Device: "1502", NUMA: -1, Card: 0, Render: -1}
+	// HabanaGaudi2 is a Gaudi2 (habanalabs): accel0 and its control
+	// node accel_controlD0.
+	HabanaGaudi2 = GPU{Class: drm.ClassAccel, Driver: "habanalabs", PCIAddress: "0000:4d:00.0", Vendor: "1da3",
+		Device: "1020", NUMA: 0, Card: 0, Render: -1, Control: true}
+	// RK3588Panthor is the Mali-G610 of an RK3588 SoC on mainline
+	// (panthor), a platform device next to RK3588Rocket.
+	RK3588Panthor = GPU{Driver: "panthor", Platform: "fb000000.gpu", Card: 0, Render: 128}
+	// RK3588Rocket is the NPU of the same RK3588 SoC on mainline
+	// (rocket), an accel platform device.
+	RK3588Rocket = GPU{Class: drm.ClassAccel, Driver: "rocket", Platform: "fdab0000.npu", Card: 0, Render: -1}
+	// PiV3D is the 3D block of a Raspberry-Pi-like SoC (v3d), below the
+	// SoC bus node soc, next to PiVC4 and the V4L2 codec of PiCodecs.
+	PiV3D = GPU{Driver: "v3d", Platform: "fec00000.v3d", PlatformBus: "soc", Card: 1, Render: 128}
+	// PiVC4 is the display block of the same SoC (vc4-drm), display-only.
+	PiVC4 = GPU{Driver: "vc4-drm", Platform: "gpu", PlatformBus: "soc", Card: 0, Render: -1, Connectors: []string{"HDMI-A-1"}}
 )
 
 // ManyIntel returns n Intel discrete GPUs on PCI buses 1..n, cards 0..n-1

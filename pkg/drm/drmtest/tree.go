@@ -30,6 +30,9 @@ const (
 	RenderGID = 105
 	// NodeMode is the permission of every fake node.
 	NodeMode = 0o660
+	// ControlMajor is the char major of habanalabs' fake control nodes
+	// (dynamic on a real host).
+	ControlMajor = 508
 )
 
 // ErrUnknownGPU is returned for an ID the tree does not hold.
@@ -166,11 +169,15 @@ func (t *Tree) Add(g GPU) error {
 	return t.bindAs(g)
 }
 
-// minorsFree fails when a bound GPU other than g holds g's card or
-// render minor: DRM never hands out one minor twice.
+// minorsFree fails when a bound GPU other than g holds g's card, render
+// or accel minor: DRM never hands out one minor twice. Accel minors are
+// numbered apart from DRM minors, under their own major.
 func (t *Tree) minorsFree(g GPU) error {
 	for _, o := range t.gpus {
-		if o.ID() != g.ID() && t.bound[o.ID()] && (o.Card == g.Card || (g.Render >= 0 && o.Render == g.Render)) {
+		if o.ID() == g.ID() || !t.bound[o.ID()] || o.accel() != g.accel() {
+			continue
+		}
+		if o.Card == g.Card || (g.Render >= 0 && o.Render == g.Render) {
 			return fmt.Errorf("fake GPU %s: minor numbers %d/%d taken by %s", g.ID(), g.Card, g.Render, o.ID())
 		}
 	}
@@ -274,6 +281,12 @@ func validate(g GPU) error {
 		return fmt.Errorf("fake GPU %s: minor numbers %d/%d out of range", id, g.Card, g.Render)
 	case strings.ContainsAny(g.Driver, "/\x00"):
 		return fmt.Errorf("fake GPU %s: driver %q is not a file name", id, g.Driver)
+	case g.Class != "" && g.Class != drm.ClassDRM && g.Class != drm.ClassAccel:
+		return fmt.Errorf("fake GPU %s: unknown class %q", id, g.Class)
+	case g.accel() && (g.Render >= 0 || len(g.Connectors) > 0 || g.KFD):
+		return fmt.Errorf("fake GPU %s: an accel device has no render node, connectors or /dev/kfd", id)
+	case g.Control && !g.accel():
+		return fmt.Errorf("fake GPU %s: a control node needs class accel", id)
 	}
 	switch g.bus() {
 	case "pci", "virtio":
@@ -310,7 +323,7 @@ func rootPort(dom string) string { return dom + ":00:01.0" }
 // platform device.
 func (t *Tree) deviceDir(g GPU) string {
 	if g.bus() == "platform" {
-		return filepath.Join(t.sys, "devices", "platform", g.Platform)
+		return filepath.Join(t.sys, "devices", "platform", g.PlatformBus, g.Platform)
 	}
 	return t.pciDir(g.PCIAddress)
 }
@@ -347,7 +360,11 @@ func (t *Tree) createDevice(g GPU) error {
 	if g.bus() == "virtio" {
 		drv = "virtio-pci"
 	}
-	if err := t.pciFunction(dir, g.Vendor, g.Device, "0x030000", g.NUMA, drv); err != nil {
+	class := "0x030000" // display controller
+	if g.accel() {
+		class = "0x120000" // processing accelerator
+	}
+	if err := t.pciFunction(dir, g.Vendor, g.Device, class, g.NUMA, drv); err != nil {
 		return err
 	}
 	if g.bus() != "virtio" {
@@ -440,6 +457,17 @@ func (t *Tree) bindSysfs(g GPU) error {
 			return err
 		}
 	}
+	if g.accel() {
+		return t.bindAccel(parent, g)
+	}
+	if g.KFD {
+		if _, err := os.Lstat(t.charLink(KFDMajor, KFDMinor)); errors.Is(err, fs.ErrNotExist) {
+			// The kernel's part of amdkfd; udevAdd makes the node.
+			if _, err := t.charSysfs(kfdDevice); err != nil {
+				return err
+			}
+		}
+	}
 	card := fmt.Sprintf("card%d", g.Card)
 	render := fmt.Sprintf("renderD%d", g.Render)
 	if g.Render >= 0 {
@@ -471,9 +499,47 @@ func (t *Tree) bindSysfs(g GPU) error {
 	return relSymlink(filepath.Join(parent, "drm", card), filepath.Join(t.sys, "class", "drm", card))
 }
 
+// bindAccel is bindSysfs's part for an accel device: accel<N> (and
+// accel_controlD<N>) in <parent>/accel and class/accel.
+func (t *Tree) bindAccel(parent string, g GPU) error {
+	for _, n := range accelNodes(g) {
+		if err := t.classMinor(parent, drm.ClassAccel, n.name, n.major, g.Card); err != nil {
+			return err
+		}
+		if err := relSymlink(filepath.Join(parent, drm.ClassAccel, n.name), filepath.Join(t.sys, "class", drm.ClassAccel, n.name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// accelNode is one node of an accel device.
+type accelNode struct {
+	name  string
+	major int
+}
+
+// accelNodes are the nodes of accel device g: accel<N>, then
+// accel_controlD<N> when g has one.
+func accelNodes(g GPU) []accelNode {
+	nodes := []accelNode{{fmt.Sprintf("accel%d", g.Card), drm.AccelMajor}}
+	if g.Control {
+		nodes = append(nodes, accelNode{fmt.Sprintf("accel_controlD%d", g.Card), ControlMajor})
+	}
+	return nodes
+}
+
 // udevAdd is udev's part of bind: the device nodes, each followed by its
-// by-path link, and /dev/kfd.
+// by-path link, and /dev/kfd. Accel nodes have no by-path links.
 func (t *Tree) udevAdd(g GPU) error {
+	if g.accel() {
+		for _, n := range accelNodes(g) {
+			if err := t.node(filepath.Join(t.dev, drm.ClassAccel, n.name), n.major, g.Card, RenderGID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	card := fmt.Sprintf("card%d", g.Card)
 	render := fmt.Sprintf("renderD%d", g.Render)
 	dri := filepath.Join(t.dev, "dri")
@@ -498,23 +564,113 @@ func (t *Tree) udevAdd(g GPU) error {
 	return nil
 }
 
+// kfdDevice is amdkfd's class device: a virtual device of its own, which
+// stays while the amdgpu module is loaded.
+var kfdDevice = CharDevice{Class: "kfd", Name: "kfd", Major: KFDMajor, Minor: KFDMinor, GID: RenderGID}
+
+// CharDevice is a char device of another subsystem than DRM, for
+// companion nodes: its class device in sysfs (with the kernel's
+// <sysfs>/dev/char link) and its node under dev.
+type CharDevice struct {
+	// Class is the subsystem: video4linux, media, dma_heap, misc,
+	// scsi_generic, ...
+	Class string
+	// Name is the class device's name (video10, system, rga, sg0).
+	Name string
+	// Parent is the device it sits below, relative to sys/devices
+	// (platform/soc/soc:bcm2835-codec, pci0000:00/0000:00:02.0); empty
+	// for a virtual device, sys/devices/virtual/<Class>/<Name>.
+	Parent string
+	// DevName is its node's path under dev (dma_heap/system); empty
+	// means Name.
+	DevName string
+	// Major and Minor are its numbers; GID owns the node.
+	Major, Minor, GID int
+}
+
+// AddCharDevice adds d: the kernel's part (class device, class link,
+// dev/char link), then udev's (the node).
+func (t *Tree) AddCharDevice(d CharDevice) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.charDevice(d)
+}
+
+// charDevice is AddCharDevice with the tree locked.
+func (t *Tree) charDevice(d CharDevice) error {
+	devname, err := t.charSysfs(d)
+	if err != nil {
+		return err
+	}
+	return t.node(filepath.Join(t.dev, devname), d.Major, d.Minor, d.GID)
+}
+
+// charSysfs is the kernel's part of AddCharDevice; it returns the node's
+// path under dev.
+func (t *Tree) charSysfs(d CharDevice) (string, error) {
+	if d.Class == "" || d.Name == "" || strings.ContainsAny(d.Class+d.Name, "/\x00") {
+		return "", fmt.Errorf("fake char device %q of class %q: not file names", d.Name, d.Class)
+	}
+	devname := d.DevName
+	if devname == "" {
+		devname = d.Name
+	}
+	var dir string
+	if d.Parent == "" {
+		dir = filepath.Join(t.sys, "devices", "virtual", d.Class, d.Name)
+	} else {
+		parent := filepath.Join(t.sys, "devices", d.Parent)
+		dir = filepath.Join(parent, d.Class, d.Name)
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return "", err
+		}
+	}
+	err := firstErr(
+		os.MkdirAll(dir, 0o755),
+		writeFile(filepath.Join(dir, "dev"), fmt.Sprintf("%d:%d\n", d.Major, d.Minor)),
+		writeFile(filepath.Join(dir, "uevent"), fmt.Sprintf("MAJOR=%d\nMINOR=%d\nDEVNAME=%s\n", d.Major, d.Minor, devname)),
+		relSymlink(filepath.Join(t.sys, "class", d.Class), filepath.Join(dir, "subsystem")),
+		relSymlink(dir, filepath.Join(t.sys, "class", d.Class, d.Name)),
+		relSymlink(dir, t.charLink(d.Major, d.Minor)),
+	)
+	if err == nil && d.Parent != "" {
+		err = relSymlink(filepath.Join(t.sys, "devices", d.Parent), filepath.Join(dir, "device"))
+	}
+	if err != nil {
+		return "", fmt.Errorf("fake char device %s: %w", d.Name, err)
+	}
+	return devname, nil
+}
+
 // minorDir creates <parent>/drm/<name> as the kernel does for a DRM
 // minor, with its <sysfs>/dev/char/<major>:<minor> link.
 func (t *Tree) minorDir(parent, name string, minor int) error {
-	dir := filepath.Join(parent, "drm", name)
+	return t.classMinor(parent, drm.ClassDRM, name, DRMMajor, minor)
+}
+
+// classMinor creates <parent>/<class>/<name> as the kernel does for a
+// char device of that class, with its <sysfs>/dev/char link; the node is
+// <dev>/<class dir>/<name> (dri for class drm).
+func (t *Tree) classMinor(parent, class, name string, major, minor int) error {
+	dir := filepath.Join(parent, class, name)
+	devname, devtype := "accel/"+name, ""
+	if class == drm.ClassDRM {
+		devname, devtype = "dri/"+name, "DEVTYPE=drm_minor\n"
+	}
 	return firstErr(
 		os.MkdirAll(dir, 0o755),
-		writeFile(filepath.Join(dir, "dev"), fmt.Sprintf("%d:%d\n", DRMMajor, minor)),
-		writeFile(filepath.Join(dir, "uevent"), fmt.Sprintf("MAJOR=%d\nMINOR=%d\nDEVNAME=dri/%s\nDEVTYPE=drm_minor\n", DRMMajor, minor, name)),
+		writeFile(filepath.Join(dir, "dev"), fmt.Sprintf("%d:%d\n", major, minor)),
+		writeFile(filepath.Join(dir, "uevent"), fmt.Sprintf("MAJOR=%d\nMINOR=%d\nDEVNAME=%s\n%s", major, minor, devname, devtype)),
 		os.Symlink("../../../"+filepath.Base(parent), filepath.Join(dir, "device")),
-		relSymlink(filepath.Join(t.sys, "class", "drm"), filepath.Join(dir, "subsystem")),
-		relSymlink(dir, t.charLink(minor)),
+		relSymlink(filepath.Join(t.sys, "class", class), filepath.Join(dir, "subsystem")),
+		relSymlink(dir, t.charLink(major, minor)),
 	)
 }
 
-// charLink is the kernel's <sysfs>/dev/char link of DRM minor minor.
-func (t *Tree) charLink(minor int) string {
-	return filepath.Join(t.sys, "dev", "char", fmt.Sprintf("%d:%d", DRMMajor, minor))
+// charLink is the kernel's <sysfs>/dev/char link of char device
+// major:minor.
+func (t *Tree) charLink(major, minor int) string {
+	return filepath.Join(t.sys, "dev", "char", fmt.Sprintf("%d:%d", major, minor))
 }
 
 // unbind undoes bind in the order of a real host: the kernel's part
@@ -537,19 +693,14 @@ func (t *Tree) kernelDone(op string, g GPU) {
 // the kernel unregisters them) and the driver link.
 func (t *Tree) unbindSysfs(g GPU) error {
 	parent := t.parentDir(g)
-	card := fmt.Sprintf("card%d", g.Card)
-	render := fmt.Sprintf("renderD%d", g.Render)
-	class := filepath.Join(t.sys, "class", "drm")
-	errs := []error{os.Remove(filepath.Join(class, card))}
-	for _, c := range g.Connectors {
-		errs = append(errs, os.Remove(filepath.Join(class, card+"-"+c)))
-	}
-	if g.Render >= 0 {
-		errs = append(errs, os.Remove(filepath.Join(class, render)))
-	}
-	errs = append(errs, os.RemoveAll(filepath.Join(parent, "drm")), os.Remove(t.charLink(g.Card)))
-	if g.Render >= 0 {
-		errs = append(errs, os.Remove(t.charLink(g.Render)))
+	var errs []error
+	if g.accel() {
+		for _, n := range accelNodes(g) {
+			errs = append(errs, os.Remove(filepath.Join(t.sys, "class", drm.ClassAccel, n.name)), os.Remove(t.charLink(n.major, g.Card)))
+		}
+		errs = append(errs, os.RemoveAll(filepath.Join(parent, drm.ClassAccel)))
+	} else {
+		errs = append(errs, t.unbindDRM(parent, g)...)
 	}
 	if g.Driver != "" {
 		errs = append(errs,
@@ -562,9 +713,39 @@ func (t *Tree) unbindSysfs(g GPU) error {
 	return nil
 }
 
+// unbindDRM removes the DRM entries of card g with parent device parent,
+// card node before render node, and returns the errors.
+func (t *Tree) unbindDRM(parent string, g GPU) []error {
+	card := fmt.Sprintf("card%d", g.Card)
+	render := fmt.Sprintf("renderD%d", g.Render)
+	class := filepath.Join(t.sys, "class", "drm")
+	errs := []error{os.Remove(filepath.Join(class, card))}
+	for _, c := range g.Connectors {
+		errs = append(errs, os.Remove(filepath.Join(class, card+"-"+c)))
+	}
+	if g.Render >= 0 {
+		errs = append(errs, os.Remove(filepath.Join(class, render)))
+	}
+	errs = append(errs, os.RemoveAll(filepath.Join(parent, "drm")), os.Remove(t.charLink(DRMMajor, g.Card)))
+	if g.Render >= 0 {
+		errs = append(errs, os.Remove(t.charLink(DRMMajor, g.Render)))
+	}
+	return errs
+}
+
 // udevRemove removes the nodes and by-path links of g, and /dev/kfd when
 // no other bound GPU needs it.
 func (t *Tree) udevRemove(g GPU) error {
+	if g.accel() {
+		var errs []error
+		for _, n := range accelNodes(g) {
+			errs = append(errs, os.Remove(filepath.Join(t.dev, drm.ClassAccel, n.name)))
+		}
+		if err := errors.Join(ignoreNotExist(errs)...); err != nil {
+			return fmt.Errorf("unbind fake GPU %s: %w", g.ID(), err)
+		}
+		return nil
+	}
 	card := fmt.Sprintf("card%d", g.Card)
 	render := fmt.Sprintf("renderD%d", g.Render)
 	dri := filepath.Join(t.dev, "dri")
