@@ -126,6 +126,7 @@ var variants = map[string]variant{
 	"helm-companions": with(base(), func(v *variant) {
 		v.render = chart("companions.yaml")
 		v.companionPaths = []string{"/dev/dma_heap", "/dev/video10"}
+		v.pools = []string{"dri-cdi.dev/v3d"}
 	}),
 	"helm-custom": with(base(), func(v *variant) {
 		v.render = chart("custom.yaml")
