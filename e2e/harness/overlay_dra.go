@@ -50,7 +50,7 @@ func (c *Cluster) WriteDRAOverlay(dir string) (string, error) {
 		"Dev":             n.DevRoot,
 		"CDIDir":          n.CDIDir,
 		"NRIDir":          filepath.Dir(n.NRISocket),
-		"PodResourcesDir": filepath.Dir(n.PodResourcesSocket),
+		"PodResourcesDir": c.podResourcesDir(),
 		"RegistryDir":     n.PluginsRegistryDir(),
 		"PluginDir":       n.DRAPluginDir(),
 		"APIHost":         "127.0.0.1",
