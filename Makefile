@@ -104,7 +104,7 @@ e2e: build image e2e-tools ## Real-node and cluster scenarios: kubelet, containe
 
 .PHONY: soak
 soak: ## Soak with injected faults on a device-plugin, then a DRA cluster node (root; SOAK_DURATION=10m, SOAK_SEED=n replays)
-	$(MAKE) e2e E2E_RUN='^TestSoak$$' SOAK_DURATION=$(or $(SOAK_DURATION),10m) SOAK_SEED=$(SOAK_SEED)
+	$(MAKE) e2e E2E_RUN=TestSoak SOAK_DURATION=$(or $(SOAK_DURATION),10m) SOAK_SEED=$(SOAK_SEED)
 
 .PHONY: demo
 demo: build ## Show the hostPath EPERM, the dri-cdi fix, a root-start-then-drop pod and its dri-cdi top row (simulated usage) on a fake-GPU node (root; DEMO_CGROUP=v2 for cgroup v2)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
 
 // Faults the soak (e2e/scenarios/soak_test.go) injects into a running
@@ -335,7 +337,7 @@ func FaultRenumber() Fault {
 		if err := changeTopology(s, func() error { return tree.Renumber(y.ID(), x.Card, x.Render) }); err != nil {
 			return nil, err
 		}
-		held := s.CountHolders(ctx, []string{fmt.Sprintf("%d:%d", drmMajor, x.Card), fmt.Sprintf("%d:%d", drmMajor, x.Render)})
+		held := s.CountHolders(ctx, []string{fmt.Sprintf("%d:%d", drmtest.DRMMajor, x.Card), fmt.Sprintf("%d:%d", drmtest.DRMMajor, x.Render)})
 		s.Logf("%d running containers hold %s's numbers, now %s's", held, x.ID(), y.ID())
 		return func(context.Context) error {
 			if err := changeTopology(s, func() error { return tree.Renumber(y.ID(), y.Card, y.Render) }); err != nil {

@@ -4,18 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dri-cdi/dri-cdi/pkg/alloc"
+	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
 
 // The soak's invariants (docs/soak.md), checked against the host and the
@@ -318,7 +318,7 @@ func (s *Soak) checkContainer(ctx context.Context, p *soakPodStatus, rec *soakPo
 	}
 	devs := map[string]string{}
 	for _, d := range spec.Devices {
-		if d.Type == "c" && d.Major == drmMajor {
+		if d.Type == "c" && d.Major == drmtest.DRMMajor {
 			devs[fmt.Sprintf("%d:%d", d.Major, d.Minor)] = d.Path
 		}
 	}
@@ -449,21 +449,17 @@ func containerDRMNodes(pid int) map[string]string {
 		if err != nil || d.Type()&fs.ModeCharDevice == 0 {
 			return nil
 		}
-		var st syscall.Stat_t
-		if syscall.Stat(path, &st) != nil {
+		var st unix.Stat_t
+		if unix.Stat(path, &st) != nil {
 			return nil
 		}
-		if major := int64((st.Rdev >> 8) & 0xfff); major == drmMajor {
-			minor := int64((st.Rdev & 0xff) | ((st.Rdev >> 12) & 0xfff00))
-			out[fmt.Sprintf("%d:%d", major, minor)] = strings.TrimPrefix(path, root)
+		if unix.Major(st.Rdev) == drmtest.DRMMajor {
+			out[fmt.Sprintf("%d:%d", drmtest.DRMMajor, unix.Minor(st.Rdev))] = strings.TrimPrefix(path, root)
 		}
 		return nil
 	})
 	return out
 }
-
-// drmMajor is the DRM char device major.
-const drmMajor = 226
 
 // HostCardsByNumber maps each DRM device number the (fake) host's sysfs
 // lists under <sysfs>/dev/char to the ID of the card it belongs to (its
@@ -476,7 +472,7 @@ func HostCardsByNumber(sysfs string) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), fmt.Sprintf("%d:", drmMajor)) {
+		if !strings.HasPrefix(e.Name(), fmt.Sprintf("%d:", drmtest.DRMMajor)) {
 			continue
 		}
 		minorDir, err := filepath.EvalSymlinks(filepath.Join(dir, e.Name()))
@@ -699,23 +695,9 @@ func (s *Soak) snapshot(ctx context.Context) (*SoakSnapshot, error) {
 }
 
 func daemonMetrics(ctx context.Context, ip string, port int) (Metrics, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s:%d/metrics", ip, port), nil)
+	body, err := httpGet(ctx, fmt.Sprintf("http://%s:%d/metrics", ip, port), 10*time.Second)
 	if err != nil {
 		return nil, err
-	}
-	rsp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer rsp.Body.Close()
-	body, err := io.ReadAll(rsp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if rsp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", req.URL, rsp.Status)
 	}
 	return ParseMetrics(string(body))
 }
