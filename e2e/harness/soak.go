@@ -384,8 +384,9 @@ func (st *SoakStats) Summary() string {
 	p("workloads created %s (%d pods), deleted %s", counts(st.Created), st.Pods, counts(st.Deleted))
 	p("faults injected: %s", counts(st.Faults))
 	p("containers checked: %d (gone before their allocation could be read: %d)", st.Checked, st.Unchecked)
-	p50, p99 := percentile(st.TimeToRunning, 50).Round(10*time.Millisecond), percentile(st.TimeToRunning, 99).Round(10*time.Millisecond)
-	p("time to running (scheduled, or healed when later -> first start; the API's times have 1 s resolution): p50 %s, p99 %s, n=%d", p50, p99, len(st.TimeToRunning))
+	ttr := func(pct int) time.Duration { return percentile(st.TimeToRunning, pct).Round(10 * time.Millisecond) }
+	p("time to running (scheduled, or healed when later -> first start; the API's times have 1 s resolution): p50 %s, p99 %s, max %s, n=%d",
+		ttr(50), ttr(99), ttr(100), len(st.TimeToRunning))
 	p("containers running through an unbind while another card took its numbers (known limitation): %d %v", len(st.HeldThroughRenumber), st.HeldThroughRenumber)
 	p("containers started without an allocated card's node: %d %v", len(st.WithoutCard), st.WithoutCard)
 	p("pods failed for good: %s", counts(st.Failed))

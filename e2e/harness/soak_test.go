@@ -52,6 +52,7 @@ func TestPercentile(t *testing.T) {
 	}
 	require.Equal(t, 50*time.Second, percentile(ds, 50))
 	require.Equal(t, 99*time.Second, percentile(ds, 99))
+	require.Equal(t, 100*time.Second, percentile(ds, 100))
 	require.Equal(t, 2*time.Second, percentile([]time.Duration{2 * time.Second}, 99))
 	require.Zero(t, percentile(nil, 50))
 }
