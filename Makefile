@@ -82,7 +82,13 @@ E2E_TIMEOUT ?= 60m
 # DEMO_CGROUP=v2 runs make demo's node on cgroup v2 (the e2e v2 rig); v1,
 # the default, on this machine's own hierarchy.
 DEMO_CGROUP ?= v1
-E2E_ENV = DRI_CDI_E2E_CACHE=$(E2E_CACHE) DRI_CDI_E2E_PRODUCT_BIN=$(CURDIR)/$(BIN) DRI_CDI_E2E_IMAGE=$(CURDIR)/$(IMAGE_ARCHIVE)
+# SOAK_DURATION is TestSoak's churn time over its two nodes (empty: 2m, the
+# form `make e2e` runs; `make soak` defaults to 10m); SOAK_SEED replays a
+# run (empty: random, printed). See docs/soak.md.
+SOAK_DURATION ?=
+SOAK_SEED ?=
+E2E_ENV = DRI_CDI_E2E_CACHE=$(E2E_CACHE) DRI_CDI_E2E_PRODUCT_BIN=$(CURDIR)/$(BIN) DRI_CDI_E2E_IMAGE=$(CURDIR)/$(IMAGE_ARCHIVE) \
+	DRI_CDI_SOAK_DURATION=$(SOAK_DURATION) DRI_CDI_SOAK_SEED=$(SOAK_SEED)
 
 .PHONY: e2e-tools
 e2e-tools: ## Install e2e apt packages; build or reuse kubelet, containerd, runc, crictl, control plane, etcd, CNI, helm, kustomize, kyverno, gator (root)
@@ -95,6 +101,10 @@ e2e: build image e2e-tools ## Real-node and cluster scenarios: kubelet, containe
 	@cd e2e && set -o pipefail; \
 	$(E2E_ENV) $(GO) test -p 1 -count=1 -v -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./scenarios/ 2>&1 | tee $(CURDIR)/$(OUT)/e2e.log; \
 	rc=$$?; $(GO) run ./cmd/e2e-summary -rc $$rc $(CURDIR)/$(OUT)/e2e.log
+
+.PHONY: soak
+soak: ## Soak with injected faults on a device-plugin, then a DRA cluster node (root; SOAK_DURATION=10m, SOAK_SEED=n replays)
+	$(MAKE) e2e E2E_RUN=TestSoak SOAK_DURATION=$(or $(SOAK_DURATION),10m) SOAK_SEED=$(SOAK_SEED)
 
 .PHONY: demo
 demo: build ## Show the hostPath EPERM, the dri-cdi fix, a root-start-then-drop pod and its dri-cdi top row (simulated usage) on a fake-GPU node (root; DEMO_CGROUP=v2 for cgroup v2)

@@ -85,6 +85,13 @@ type ClusterOptions struct {
 	Name string
 	// GPUs are the fake DRM devices on the node at start.
 	GPUs []drmtest.GPU
+	// SpecDirSize is NodeOptions.SpecDirSize of the node.
+	SpecDirSize string
+	// PodResourcesProxy points the daemons of the overlays at a
+	// PodResourcesProxy (faults.go) in front of the kubelet's socket,
+	// instead of the socket itself, so the cluster's PodResources can be
+	// delayed.
+	PodResourcesProxy bool
 }
 
 // Cluster is etcd, kube-apiserver, kube-controller-manager and
@@ -103,6 +110,9 @@ type Cluster struct {
 	Tools      ClusterTools
 	// Image is the product image reference imported from the archive.
 	Image string
+	// PodResources is the proxy the daemons dial for PodResources, nil
+	// unless ClusterOptions.PodResourcesProxy.
+	PodResources *PodResourcesProxy
 
 	suite *Suite
 	log   Logger
@@ -187,9 +197,10 @@ func (s *Suite) StartCluster(ctx context.Context, log Logger, opts ClusterOption
 		return c, err
 	}
 	c.Node, err = s.StartNode(ctx, log, NodeOptions{
-		Name:    opts.Name,
-		GPUs:    opts.GPUs,
-		prepare: c.prepareNode,
+		Name:        opts.Name,
+		GPUs:        opts.GPUs,
+		SpecDirSize: opts.SpecDirSize,
+		prepare:     c.prepareNode,
 		kubeletArgs: []string{
 			"--kubeconfig=" + c.PKI.Kubeconfigs["kubelet"],
 			"--node-ip=127.0.0.1",
@@ -198,6 +209,12 @@ func (s *Suite) StartCluster(ctx context.Context, log Logger, opts ClusterOption
 	})
 	if err != nil {
 		return c, err
+	}
+	if opts.PodResourcesProxy {
+		c.PodResources, err = StartPodResourcesProxy(filepath.Join(c.Dir, "pod-resources", "kubelet.sock"), c.Node.PodResourcesSocket)
+		if err != nil {
+			return c, err
+		}
 	}
 	if c.Image, err = c.importProductImage(ctx, archive); err != nil {
 		return c, err
@@ -215,6 +232,15 @@ func (s *Suite) StartCluster(ctx context.Context, log Logger, opts ClusterOption
 	}
 	log.Logf("cluster ready in %s: node %s Ready, image %s imported", time.Since(start).Round(100*time.Millisecond), NodeName, c.Image)
 	return c, nil
+}
+
+// podResourcesDir is the host directory the overlays mount as the
+// daemons' pod-resources dir: the proxy's, or the kubelet's own.
+func (c *Cluster) podResourcesDir() string {
+	if c.PodResources != nil {
+		return filepath.Dir(c.PodResources.Socket)
+	}
+	return filepath.Dir(c.Node.PodResourcesSocket)
 }
 
 // ImageArchive is the product image archive `make image` writes
@@ -448,6 +474,9 @@ func (c *Cluster) teardown() error {
 	}
 	if c.Node != nil {
 		errs = append(errs, c.Node.Close())
+	}
+	if err := c.PodResources.Close(); err != nil {
+		errs = append(errs, err)
 	}
 	c.apiServer.Stop(syscall.SIGTERM, 20*time.Second)
 	c.etcd.Stop(syscall.SIGTERM, 20*time.Second)

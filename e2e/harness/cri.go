@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -107,6 +108,35 @@ type ContainerSpec struct {
 	Annotations map[string]string
 	// Raw is crictl inspect's output.
 	Raw string
+	// Pid is the host pid of the container's process, 0 when it does not
+	// run.
+	Pid int
+	// Created and Started are when the runtime created and started the
+	// container (zero when not yet).
+	Created, Started time.Time
+}
+
+// crictlTime is a time in crictl inspect's status: RFC 3339, or
+// nanoseconds since the epoch (as a number or a string), 0 for none.
+type crictlTime time.Time
+
+func (t *crictlTime) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	if s == "" || s == "0" || s == "null" {
+		return nil
+	}
+	if v, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		*t = crictlTime(v)
+		return nil
+	}
+	ns, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("crictl time %s: %w", b, err)
+	}
+	if ns > 0 {
+		*t = crictlTime(time.Unix(0, ns))
+	}
+	return nil
 }
 
 // OCIDevice is one entry of linux.devices.
@@ -135,7 +165,12 @@ func (n *Node) Inspect(ctx context.Context, containerID string) (*ContainerSpec,
 		return nil, err
 	}
 	var raw struct {
+		Status struct {
+			CreatedAt crictlTime `json:"createdAt"`
+			StartedAt crictlTime `json:"startedAt"`
+		} `json:"status"`
 		Info struct {
+			Pid    int `json:"pid"`
 			Config struct {
 				CDIDevices []struct {
 					Name string `json:"name"`
@@ -160,6 +195,9 @@ func (n *Node) Inspect(ctx context.Context, containerID string) (*ContainerSpec,
 		Rules:       raw.Info.RuntimeSpec.Linux.Resources.Devices,
 		Annotations: raw.Info.RuntimeSpec.Annotations,
 		Raw:         out,
+		Pid:         raw.Info.Pid,
+		Created:     time.Time(raw.Status.CreatedAt),
+		Started:     time.Time(raw.Status.StartedAt),
 	}
 	for _, d := range raw.Info.Config.CDIDevices {
 		s.CDIDevices = append(s.CDIDevices, d.Name)

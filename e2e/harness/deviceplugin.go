@@ -2,7 +2,9 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -80,4 +82,39 @@ func (n *Node) WaitRegistrations(ctx context.Context, resource string, min int, 
 		return fmt.Errorf("resource %s: want %d plugin registrations, have %d: %w", resource, min, have, err)
 	}
 	return nil
+}
+
+// KubeletCheckpointAllocations returns the device IDs of a resource in
+// the kubelet's device-manager checkpoint, by "pod UID/container": the
+// kubelet's own record, which, unlike PodResources, covers regular init
+// containers.
+func KubeletCheckpointAllocations(resource string) (map[string][]string, error) {
+	raw, err := os.ReadFile(filepath.Join(DevicePluginDir, "kubelet_internal_checkpoint"))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet checkpoint: %w", err)
+	}
+	var cp struct {
+		Data struct {
+			PodDeviceEntries []struct {
+				PodUID        string              `json:"PodUID"`
+				ContainerName string              `json:"ContainerName"`
+				ResourceName  string              `json:"ResourceName"`
+				DeviceIDs     map[string][]string `json:"DeviceIDs"`
+			} `json:"PodDeviceEntries"`
+		} `json:"Data"`
+	}
+	if err := json.Unmarshal(raw, &cp); err != nil {
+		return nil, fmt.Errorf("kubelet checkpoint: %w", err)
+	}
+	out := map[string][]string{}
+	for _, e := range cp.Data.PodDeviceEntries {
+		if e.ResourceName != resource {
+			continue
+		}
+		key := e.PodUID + "/" + e.ContainerName
+		for _, ids := range e.DeviceIDs {
+			out[key] = append(out[key], ids...)
+		}
+	}
+	return out, nil
 }

@@ -117,23 +117,32 @@ func (n *Node) WaitPod(ctx context.Context, name string, timeout time.Duration, 
 }
 
 func (n *Node) readOnly(ctx context.Context, path string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	body, err := httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d%s", kubeletReadOnlyPort, path), 5*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet %s: %w", path, err)
+	}
+	return body, nil
+}
+
+// httpGet GETs url within timeout and returns the body of a 200 answer.
+func httpGet(ctx context.Context, url string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", kubeletReadOnlyPort, path), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("kubelet %s: %w", path, err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("kubelet %s: %w", path, err)
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("kubelet %s: %s", path, resp.Status)
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return body, nil
 }

@@ -57,7 +57,7 @@ func (c *Cluster) writeKustomization(dir, resource, daemonSet string, paths bool
 		"Dev":             n.DevRoot,
 		"CDIDir":          n.CDIDir,
 		"NRIDir":          filepath.Dir(n.NRISocket),
-		"PodResourcesDir": filepath.Dir(n.PodResourcesSocket),
+		"PodResourcesDir": c.podResourcesDir(),
 		"Config":          opts.Config,
 		"ImageTag":        opts.ImageTag,
 		"DevPaths":        opts.DevPaths,

@@ -109,3 +109,23 @@ func (n *Node) Allocated(ctx context.Context, podName, resource string) ([]strin
 	sort.Strings(ids)
 	return ids, err
 }
+
+// ListAllocations returns the device IDs the kubelet reports (List) for
+// a resource, by "namespace/pod/container", for every container it lists
+// (with no IDs when the container has none of the resource).
+func (n *Node) ListAllocations(ctx context.Context, resource string) (map[string][]string, error) {
+	out := map[string][]string{}
+	err := n.podResources(ctx, func(ctx context.Context, c podresourcesv1.PodResourcesListerClient) error {
+		resp, err := c.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+		if err != nil {
+			return fmt.Errorf("podresources List: %w", err)
+		}
+		for _, p := range resp.GetPodResources() {
+			for _, ctr := range p.GetContainers() {
+				out[p.GetNamespace()+"/"+p.GetName()+"/"+ctr.GetName()] = deviceIDs(ctr.GetDevices(), resource)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
