@@ -188,6 +188,86 @@ func TestClusterUsage(t *testing.T) {
 	})
 }
 
+// TestClusterUsageDeviceSpecs checks usage on a node without the NRI
+// plugin: the device-specs delivery of overlays/device-specs (the kubelet
+// hands the runtime the device nodes; the DaemonSet has no NRI
+// container) with the usage component. The names come from containerd's
+// bundles, not from the NRI plugin, so a media server that got its card
+// this way shows under its namespace, pod and container as in
+// TestClusterUsage.
+func TestClusterUsageDeviceSpecs(t *testing.T) {
+	ctx := context.Background()
+	gpu := harness.IntelGPU(0)
+	c := startCluster(t, harness.ClusterOptions{Name: "usage-devspecs", GPUs: []drmtest.GPU{gpu}})
+	proc, err := usagetest.New(filepath.Join(c.Dir, "usage-proc"))
+	require.NoError(t, err)
+	bundles := filepath.Join(c.Node.Dir, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io")
+	render := filepath.Join(c.Node.DevRoot, "dri", fmt.Sprintf("renderD%d", gpu.Render))
+
+	requireStep(t, "DeployDeviceSpecsWithUsage", func(t *testing.T) {
+		base, err := c.WriteOverlay(filepath.Join(c.Dir, "overlay"), harness.OverlayOptions{})
+		require.NoError(t, err)
+		overlay := writeUsageOverlay(t, c, writeDeviceSpecsOverlay(t, c, base), driCDIDaemonSet, "agent", proc.Root, bundles)
+		kubectl(t, c, "apply", "-k", overlay)
+		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, driCDIDaemonSet, 3*time.Minute))
+		require.NoError(t, c.WaitAllocatable(ctx, resource, 1, 60*time.Second))
+		agent := mustOnePod(t, c, driCDINamespace, driCDIPods)
+		require.Len(t, agent.Spec.Containers, 1, "no NRI plugin next to the agent")
+		require.Equal(t, "agent", agent.Spec.Containers[0].Name)
+	})
+
+	var media *harness.Pod
+	requireStep(t, "MediaServerRuns", func(t *testing.T) {
+		apply(t, c, harness.MediaServer("media", resource, 1))
+		pod, rep := mediaServer(t, c, "media")
+		requireMediaServerOpens(t, rep)
+		media = pod
+		pid := containerPID(t, bundles, media.ContainerID("server"))
+		mirrorProcess(t, proc, pid)
+		require.NoError(t, proc.SetFD(pid, 10, render, fdinfo(1, 3e9, 1<<10)))
+	})
+
+	t.Run("MetricsNameTheContainer", func(t *testing.T) {
+		agent := mustOnePod(t, c, driCDINamespace, driCDIPods).Metadata.Name
+		who := fmt.Sprintf("%s/default/%s/server", gpu.ID(), media.Metadata.Name)
+		require.Eventually(t, func() bool {
+			return usageSeries(t, c, agent, "dri_cdi_usage_engine_busy_seconds_total", "engine")[who+"/video"] == 3 &&
+				usageSeries(t, c, agent, "dri_cdi_usage_clients", "")[who] == 1
+		}, 30*time.Second, usageInterval/2, "3s of video over one client for %s", who)
+		require.Len(t, usageSeries(t, c, agent, "dri_cdi_usage_clients", ""), 1)
+	})
+}
+
+// writeDeviceSpecsOverlay layers overlays/device-specs's changes over the
+// e2e overlay base: the without-nri component and --delivery=device-specs.
+func writeDeviceSpecsOverlay(t *testing.T, c *harness.Cluster, base string) string {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	require.NoError(t, err)
+	out := filepath.Join(c.Dir, "overlay-device-specs")
+	require.NoError(t, os.MkdirAll(out, 0o755))
+	relBase, err := filepath.Rel(out, base)
+	require.NoError(t, err)
+	component, err := filepath.Rel(out, filepath.Join(root, "deployments", "kustomize", "components", "without-nri"))
+	require.NoError(t, err)
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+components:
+- %s
+patches:
+- target:
+    kind: DaemonSet
+    name: dri-cdi
+  patch: |-
+    - {op: test, path: /spec/template/spec/containers/0/args/1, value: --delivery=cdi-cri}
+    - {op: replace, path: /spec/template/spec/containers/0/args/1, value: --delivery=device-specs}
+`, relBase, component)
+	require.NoError(t, os.WriteFile(filepath.Join(out, "kustomization.yaml"), []byte(k), 0o644))
+	return out
+}
+
 // TestClusterDRAUsage checks usage on a DRA node: the usage component on
 // the DRA overlay makes dri-cdi-dra scan, and a pod that holds the card
 // through a ResourceClaim (no device plugin on the node) shows in its
