@@ -108,6 +108,9 @@ func TestUsageAddsOnlyWhatItNeeds(t *testing.T) {
 			sm := only[*monitoringv1.ServiceMonitor](t, r.objs, "ServiceMonitor")
 			require.Equal(t, "agent-metrics", sm.Spec.Endpoints[0].Port)
 			require.True(t, sm.Spec.Endpoints[0].HonorLabels, "the usage labels name workloads, not the agent pod")
+			dra := sm.Spec.Endpoints[len(sm.Spec.Endpoints)-1]
+			require.Equal(t, "dra-metrics", dra.Port, "the DRA plugin's usage metrics are scraped too")
+			require.True(t, dra.HonorLabels, "the usage labels name workloads, not the DRA pod")
 		})
 	}
 }
