@@ -36,12 +36,7 @@ const usageInterval = time.Second
 // real bundles, as on a node.
 func TestClusterUsage(t *testing.T) {
 	ctx := context.Background()
-	gpu := harness.IntelGPU(0)
-	c := startCluster(t, harness.ClusterOptions{Name: "usage", GPUs: []drmtest.GPU{gpu}})
-	proc, err := usagetest.New(filepath.Join(c.Dir, "usage-proc"))
-	require.NoError(t, err)
-	bundles := filepath.Join(c.Node.Dir, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io")
-	render := filepath.Join(c.Node.DevRoot, "dri", fmt.Sprintf("renderD%d", gpu.Render))
+	c, gpu, proc, bundles, render := startUsageCluster(t, "usage")
 
 	requireStep(t, "DeployWithUsageComponent", func(t *testing.T) {
 		base, err := c.WriteOverlay(filepath.Join(c.Dir, "overlay"), harness.OverlayOptions{})
@@ -197,12 +192,7 @@ func TestClusterUsage(t *testing.T) {
 // TestClusterUsage.
 func TestClusterUsageDeviceSpecs(t *testing.T) {
 	ctx := context.Background()
-	gpu := harness.IntelGPU(0)
-	c := startCluster(t, harness.ClusterOptions{Name: "usage-devspecs", GPUs: []drmtest.GPU{gpu}})
-	proc, err := usagetest.New(filepath.Join(c.Dir, "usage-proc"))
-	require.NoError(t, err)
-	bundles := filepath.Join(c.Node.Dir, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io")
-	render := filepath.Join(c.Node.DevRoot, "dri", fmt.Sprintf("renderD%d", gpu.Render))
+	c, gpu, proc, bundles, render := startUsageCluster(t, "usage-devspecs")
 
 	requireStep(t, "DeployDeviceSpecsWithUsage", func(t *testing.T) {
 		base, err := c.WriteOverlay(filepath.Join(c.Dir, "overlay"), harness.OverlayOptions{})
@@ -238,32 +228,35 @@ func TestClusterUsageDeviceSpecs(t *testing.T) {
 	})
 }
 
+// componentOverlay makes the directory name under the cluster's and
+// returns it with the start of its kustomization: base (a directory) as
+// its resource and the repository's kustomize component as its component.
+func componentOverlay(t *testing.T, c *harness.Cluster, name, base, component string) (dir, kustomization string) {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	require.NoError(t, err)
+	dir = filepath.Join(c.Dir, name)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	relBase, err := filepath.Rel(dir, base)
+	require.NoError(t, err)
+	relComponent, err := filepath.Rel(dir, filepath.Join(root, "deployments", "kustomize", "components", component))
+	require.NoError(t, err)
+	return dir, fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n", relBase, relComponent)
+}
+
 // writeDeviceSpecsOverlay layers overlays/device-specs's changes over the
 // e2e overlay base: the without-nri component and --delivery=device-specs.
 func writeDeviceSpecsOverlay(t *testing.T, c *harness.Cluster, base string) string {
 	t.Helper()
-	root, err := harness.RepoRoot()
-	require.NoError(t, err)
-	out := filepath.Join(c.Dir, "overlay-device-specs")
-	require.NoError(t, os.MkdirAll(out, 0o755))
-	relBase, err := filepath.Rel(out, base)
-	require.NoError(t, err)
-	component, err := filepath.Rel(out, filepath.Join(root, "deployments", "kustomize", "components", "without-nri"))
-	require.NoError(t, err)
-	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
-components:
-- %s
-patches:
+	out, k := componentOverlay(t, c, "overlay-device-specs", base, "without-nri")
+	k += `patches:
 - target:
     kind: DaemonSet
     name: dri-cdi
   patch: |-
     - {op: test, path: /spec/template/spec/containers/0/args/1, value: --delivery=cdi-cri}
     - {op: replace, path: /spec/template/spec/containers/0/args/1, value: --delivery=device-specs}
-`, relBase, component)
+`
 	require.NoError(t, os.WriteFile(filepath.Join(out, "kustomization.yaml"), []byte(k), 0o644))
 	return out
 }
@@ -276,12 +269,7 @@ patches:
 // a synthetic fd link and fdinfo), until the pod is deleted.
 func TestClusterDRAUsage(t *testing.T) {
 	ctx := context.Background()
-	gpu := harness.IntelGPU(0)
-	c := startCluster(t, harness.ClusterOptions{Name: "dra-usage", GPUs: []drmtest.GPU{gpu}})
-	proc, err := usagetest.New(filepath.Join(c.Dir, "usage-proc"))
-	require.NoError(t, err)
-	bundles := filepath.Join(c.Node.Dir, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io")
-	render := filepath.Join(c.Node.DevRoot, "dri", fmt.Sprintf("renderD%d", gpu.Render))
+	c, gpu, proc, bundles, render := startUsageCluster(t, "dra-usage")
 
 	requireStep(t, "DRANodeWithUsageComponent", func(t *testing.T) {
 		require.NoError(t, c.RequireDRA(ctx))
@@ -342,6 +330,20 @@ func TestClusterDRAUsage(t *testing.T) {
 	})
 }
 
+// startUsageCluster starts a one-card cluster for a usage scenario and
+// returns it with its card, the proc tree the scanning daemon is to read,
+// the node's containerd bundle dir and the card's render node on the host.
+func startUsageCluster(t *testing.T, name string) (c *harness.Cluster, gpu drmtest.GPU, proc *usagetest.Proc, bundles, render string) {
+	t.Helper()
+	gpu = harness.IntelGPU(0)
+	c = startCluster(t, harness.ClusterOptions{Name: name, GPUs: []drmtest.GPU{gpu}})
+	proc, err := usagetest.New(filepath.Join(c.Dir, "usage-proc"))
+	require.NoError(t, err)
+	bundles = filepath.Join(c.Node.Dir, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io")
+	render = filepath.Join(c.Node.DevRoot, "dri", fmt.Sprintf("renderD%d", gpu.Render))
+	return c, gpu, proc, bundles, render
+}
+
 // writeUsageOverlay layers the usage component over an e2e overlay
 // (base), with the host paths of the DaemonSet that scans on the node
 // (daemonSet, its container scanner first) pointed at the test's proc tree
@@ -350,15 +352,7 @@ func TestClusterDRAUsage(t *testing.T) {
 // "test" operations fail the build if they move.
 func writeUsageOverlay(t *testing.T, c *harness.Cluster, base, daemonSet, scanner, procRoot, bundles string) string {
 	t.Helper()
-	root, err := harness.RepoRoot()
-	require.NoError(t, err)
-	out := filepath.Join(c.Dir, "overlay-usage")
-	require.NoError(t, os.MkdirAll(out, 0o755))
-	relBase, err := filepath.Rel(out, base)
-	require.NoError(t, err)
-	component, err := filepath.Rel(out, filepath.Join(root, "deployments", "kustomize", "components", "usage"))
-	require.NoError(t, err)
-	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n", relBase, component)
+	out, k := componentOverlay(t, c, "overlay-usage", base, "usage")
 	write := func() { require.NoError(t, os.WriteFile(filepath.Join(out, "kustomization.yaml"), []byte(k), 0o644)) }
 	write()
 	rendered, err := c.Kustomize(context.Background(), out)
