@@ -51,11 +51,18 @@ func named[T interface {
 // nothing else changes: the NRI plugin keeps no capability, no host
 // namespace is shared.
 func TestUsageAddsOnlyWhatItNeeds(t *testing.T) {
-	for name, r := range usageRenders(t) {
+	renders := usageRenders(t)
+	// The component on the DRA overlay patches both DaemonSets, as the
+	// chart does.
+	renders["kustomize-dra"] = mustRender(t, "kustomize usage with DRA", func() ([]byte, error) {
+		return RenderKustomize("testdata/kustomize/usage-dra")
+	})
+	for name, r := range renders {
 		t.Run(name, func(t *testing.T) {
 			dss := []*appsv1.DaemonSet{named[*appsv1.DaemonSet](t, r.objs, "dri-cdi")}
 			scanners := []string{"agent"}
-			if name == "helm" {
+			if name != "kustomize" {
+				// Both DaemonSets when the DRA one is there.
 				dss = append(dss, named[*appsv1.DaemonSet](t, r.objs, "dri-cdi-dra"))
 				scanners = append(scanners, "dra")
 			}
@@ -101,6 +108,9 @@ func TestUsageAddsOnlyWhatItNeeds(t *testing.T) {
 			sm := only[*monitoringv1.ServiceMonitor](t, r.objs, "ServiceMonitor")
 			require.Equal(t, "agent-metrics", sm.Spec.Endpoints[0].Port)
 			require.True(t, sm.Spec.Endpoints[0].HonorLabels, "the usage labels name workloads, not the agent pod")
+			dra := sm.Spec.Endpoints[len(sm.Spec.Endpoints)-1]
+			require.Equal(t, "dra-metrics", dra.Port, "the DRA plugin's usage metrics are scraped too")
+			require.True(t, dra.HonorLabels, "the usage labels name workloads, not the DRA pod")
 		})
 	}
 }

@@ -30,6 +30,9 @@ type Config struct {
 	// comparison; Block is how many of them run before the NRI plugin is
 	// connected or disconnected.
 	Containers, Block int
+	// Only, when set, names the steps to run (stepKeys); the keys of the
+	// others are skipped.
+	Only []string
 	// Repetitions of the other measurements.
 	handlerCalls, podResourcesCalls, allocateCalls int
 	kubeletPodResourcesCalls                       int
@@ -97,6 +100,8 @@ type bench struct {
 
 	mu    sync.Mutex
 	suite *harness.Suite // set once, before the measurements
+	// lock is the machine lock when no suite holds it (lockWithoutSuite).
+	lock  *harness.Lock
 	procs []*harness.Process
 	// socketDirs are the short directories of socketDir.
 	socketDirs []string
@@ -117,8 +122,8 @@ func (b *bench) track(p *harness.Process) {
 // removes the run's directory. It may run twice (signal and return).
 func (b *bench) cleanup() {
 	b.mu.Lock()
-	procs, suite, socketDirs := b.procs, b.suite, b.socketDirs
-	b.procs, b.socketDirs = nil, nil
+	procs, suite, socketDirs, lock := b.procs, b.suite, b.socketDirs, b.lock
+	b.procs, b.socketDirs, b.lock = nil, nil, nil
 	b.mu.Unlock()
 	for _, p := range procs {
 		p.Stop(syscall.SIGTERM, 10*time.Second)
@@ -128,6 +133,7 @@ func (b *bench) cleanup() {
 			logf("teardown: %v", err)
 		}
 	}
+	_ = lock.Release()
 	if b.tmp != "" {
 		_ = os.RemoveAll(b.tmp)
 	}
@@ -186,9 +192,13 @@ var containerKeys = []string{"nri_create_ratio", "nri_cdi_vs_nri_ratio", "nri_ve
 	"nri_burst_plain_ratio", "nri_rss_mb", "agent_cold_start_ms", "kubelet_restart_reregister_ms"}
 
 // Run measures everything, in this order: in process, the binaries
-// against a fake kubelet, then the container path through containerd. A
+// against a fake kubelet, the container path through containerd, then the
+// agent with and without usage scans (or the steps of cfg.Only). A
 // measurement that fails is recorded and the others still run.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.checkOnly(); err != nil {
+		return nil, err
+	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("bench must run as root: the fake DRM trees need real char device nodes (mknod), and containerd runs containers")
 	}
@@ -222,9 +232,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// The harness suite comes first: it holds the machine lock for the
 	// whole run.
 	const containerStep = "container path through containerd"
+	if err := b.selectSteps(ctx); err != nil {
+		return nil, err
+	}
 	if cfg.SkipContainerd {
 		p.Notes = append(p.Notes, "the container path through containerd was skipped (-skip-containerd)")
 		b.report.Skip("-skip-containerd", containerKeys...)
+	} else if !cfg.selected(stepContainerd) {
+		// -only without it: selectSteps took the lock.
 	} else if suite, err := b.newSuite(ctx); err != nil {
 		b.report.Fail(containerStep, err)
 	} else {
@@ -245,6 +260,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		b.step("pod start through the scheduler, DRA vs device plugin", func() error { return b.clusterPodStart(ctx, b.suite) })
 	}
 
+	b.step(usageStep, b.usageAgents)
+
 	if la, err := LoadAvg(); err == nil {
 		p.LoadAvgAfter = la
 	}
@@ -258,6 +275,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 func (b *bench) step(name string, f func() error) {
+	if !b.cfg.runs(name) {
+		return
+	}
 	logf("== %s", name)
 	start := time.Now()
 	la, _ := LoadAvg()

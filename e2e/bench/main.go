@@ -24,10 +24,14 @@ func main() {
 	flag.StringVar(&cfg.BinDir, "bin", "", "directory holding dri-cdi-agent and dri-cdi-nri (default bin/ in the repository)")
 	flag.IntVar(&cfg.Containers, "containers", cfg.Containers, "containers per arm of each container comparison")
 	flag.IntVar(&cfg.Block, "block", cfg.Block, "containers per arm between two toggles of the NRI plugin")
+	only := flag.String("only", "", "run only these steps, comma-separated: "+strings.Join(stepIDs(), ", ")+" (default: all)")
 	flag.Float64Var(&scale, "scale", scale, "multiply every repetition count (trial runs)")
 	flag.BoolVar(&cfg.SkipContainerd, "skip-containerd", false, "leave out the container path through containerd (and the cluster)")
 	flag.BoolVar(&cfg.SkipCluster, "skip-cluster", false, "leave out the pod start through the scheduler on a real cluster (DRA vs device plugin)")
 	flag.Parse()
+	if *only != "" {
+		cfg.Only = strings.Split(*only, ",")
+	}
 	if scale != 1 {
 		cfg.Scale(scale)
 	}

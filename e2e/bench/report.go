@@ -46,7 +46,7 @@ func (g Goal) String() string {
 // KeySpec describes one key of bench.json.
 type KeySpec struct {
 	Name string
-	// Unit of the value: ratio, us, ms or MiB.
+	// Unit of the value: ratio, us, ms, MiB or % (of one core).
 	Unit string
 	// Stat says which statistic the value is.
 	Stat string
@@ -72,6 +72,12 @@ var Keys = []KeySpec{
 	{Name: "scan_write_ms_128", Unit: "ms", Stat: "median"},
 	{Name: "scan_write_growth_128", Unit: "ratio", Stat: "scan_write_ms_128 / scan_write_ms_16", Goal: Goal{Op: "<=", Value: 8}},
 	{Name: "scan_resync_ms_16", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 1}},
+	{Name: "usage_scan_cpu_pct", Unit: "%", Stat: "usage_scan_cpu_ms / 15 s", Goal: Goal{Op: "<=", Value: 0.25}},
+	{Name: "usage_scan_cpu_ms", Unit: "ms", Stat: "median"},
+	{Name: "usage_scan_ms", Unit: "ms", Stat: "median"},
+	{Name: "agent_usage_rss_mb", Unit: "MiB", Stat: "VmRSS"},
+	{Name: "agent_usage_off_rss_mb", Unit: "MiB", Stat: "VmRSS"},
+	{Name: "agent_usage_rss_delta_mb", Unit: "MiB", Stat: "VmRSS with - without --usage", Goal: Goal{Op: "<=", Value: 4}},
 	{Name: "hotplug_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 250}},
 	{Name: "agent_cold_start_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 250}},
 	{Name: "kubelet_restart_reregister_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 1000}},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -232,4 +233,45 @@ func TestParseLoadAvg(t *testing.T) {
 func TestOSName(t *testing.T) {
 	require.Equal(t, "Debian GNU/Linux 12 (bookworm)", osName("NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n"))
 	require.Equal(t, "", osName("ID=debian\n"))
+}
+
+func TestParseCPUTime(t *testing.T) {
+	// utime 250 and stime 31 ticks, after a command name with a space
+	// and a parenthesis.
+	stat := "4242 (dri-cdi (x) a) S 1 4242 4242 0 -1 4194560 1200 0 0 0 250 31 0 0 20 0 9 0 123 0 0\n"
+	d, err := parseCPUTime(stat)
+	require.NoError(t, err)
+	require.Equal(t, 2810*time.Millisecond, d)
+	_, err = parseCPUTime("4242 dri-cdi S 1")
+	require.ErrorContains(t, err, "no command name")
+	_, err = parseCPUTime("4242 (a) S 1 2 3")
+	require.ErrorContains(t, err, "too few fields")
+	_, err = parseCPUTime("4242 (a) S 1 4242 4242 0 -1 4194560 1200 0 0 0 x 31 0")
+	require.Error(t, err)
+}
+
+func TestEveryKeyHasOneStep(t *testing.T) {
+	steps := map[string]string{}
+	for step, keys := range stepKeys {
+		for _, k := range keys {
+			require.NotContains(t, steps, k, "%s is in steps %s and %s", k, steps[k], step)
+			steps[k] = step
+		}
+	}
+	for _, k := range Keys {
+		require.Contains(t, steps, k.Name, "-only must know the step of %s", k.Name)
+	}
+	ids := map[string]bool{}
+	for name, id := range stepNames {
+		require.Contains(t, stepKeys, id, "step %q", name)
+		ids[id] = true
+	}
+	require.Len(t, ids, len(stepKeys), "every step has a logged name")
+	cfg := Config{Only: []string{stepUsage}}
+	require.True(t, cfg.runs(usageStep))
+	require.False(t, cfg.runs("in-process measurements"))
+	require.True(t, (&Config{}).runs("in-process measurements"))
+	require.NoError(t, (&Config{Only: []string{"usage", "inproc"}}).checkOnly())
+	require.ErrorContains(t, (&Config{Only: []string{"usage", "gpu"}}).checkOnly(), `unknown step "gpu"`)
+	require.ErrorContains(t, (&Config{Only: []string{"cluster"}}).checkOnly(), "name both")
 }

@@ -36,17 +36,12 @@ const usageInterval = time.Second
 // real bundles, as on a node.
 func TestClusterUsage(t *testing.T) {
 	ctx := context.Background()
-	gpu := harness.IntelGPU(0)
-	c := startCluster(t, harness.ClusterOptions{Name: "usage", GPUs: []drmtest.GPU{gpu}})
-	proc, err := usagetest.New(filepath.Join(c.Dir, "usage-proc"))
-	require.NoError(t, err)
-	bundles := filepath.Join(c.Node.Dir, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io")
-	render := filepath.Join(c.Node.DevRoot, "dri", fmt.Sprintf("renderD%d", gpu.Render))
+	c, gpu, proc, bundles, render := startUsageCluster(t, "usage")
 
 	requireStep(t, "DeployWithUsageComponent", func(t *testing.T) {
 		base, err := c.WriteOverlay(filepath.Join(c.Dir, "overlay"), harness.OverlayOptions{})
 		require.NoError(t, err)
-		overlay := writeUsageOverlay(t, c, base, proc.Root, bundles)
+		overlay := writeUsageOverlay(t, c, base, driCDIDaemonSet, "agent", proc.Root, bundles)
 		kubectl(t, c, "apply", "-k", overlay)
 		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, driCDIDaemonSet, 3*time.Minute))
 		require.NoError(t, c.WaitAllocatable(ctx, resource, 1, 60*time.Second))
@@ -188,28 +183,185 @@ func TestClusterUsage(t *testing.T) {
 	})
 }
 
-// writeUsageOverlay layers the usage component over the e2e overlay,
-// with its host paths pointed at the test's proc tree and the node's
-// private containerd bundle dir, and a short scan interval. The patch
-// finds its places in a first rendering, and its "test" operations fail
-// the build if they move.
-func writeUsageOverlay(t *testing.T, c *harness.Cluster, base, procRoot, bundles string) string {
+// TestClusterUsageDeviceSpecs checks usage on a node without the NRI
+// plugin: the device-specs delivery of overlays/device-specs (the kubelet
+// hands the runtime the device nodes; the DaemonSet has no NRI
+// container) with the usage component. The names come from containerd's
+// bundles, not from the NRI plugin, so a media server that got its card
+// this way shows under its namespace, pod and container as in
+// TestClusterUsage.
+func TestClusterUsageDeviceSpecs(t *testing.T) {
+	ctx := context.Background()
+	c, gpu, proc, bundles, render := startUsageCluster(t, "usage-devspecs")
+
+	requireStep(t, "DeployDeviceSpecsWithUsage", func(t *testing.T) {
+		base, err := c.WriteOverlay(filepath.Join(c.Dir, "overlay"), harness.OverlayOptions{})
+		require.NoError(t, err)
+		overlay := writeUsageOverlay(t, c, writeDeviceSpecsOverlay(t, c, base), driCDIDaemonSet, "agent", proc.Root, bundles)
+		kubectl(t, c, "apply", "-k", overlay)
+		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, driCDIDaemonSet, 3*time.Minute))
+		require.NoError(t, c.WaitAllocatable(ctx, resource, 1, 60*time.Second))
+		agent := mustOnePod(t, c, driCDINamespace, driCDIPods)
+		require.Len(t, agent.Spec.Containers, 1, "no NRI plugin next to the agent")
+		require.Equal(t, "agent", agent.Spec.Containers[0].Name)
+	})
+
+	var media *harness.Pod
+	requireStep(t, "MediaServerRuns", func(t *testing.T) {
+		apply(t, c, harness.MediaServer("media", resource, 1))
+		pod, rep := mediaServer(t, c, "media")
+		requireMediaServerOpens(t, rep)
+		media = pod
+		pid := containerPID(t, bundles, media.ContainerID("server"))
+		mirrorProcess(t, proc, pid)
+		require.NoError(t, proc.SetFD(pid, 10, render, fdinfo(1, 3e9, 1<<10)))
+	})
+
+	t.Run("MetricsNameTheContainer", func(t *testing.T) {
+		agent := mustOnePod(t, c, driCDINamespace, driCDIPods).Metadata.Name
+		who := fmt.Sprintf("%s/default/%s/server", gpu.ID(), media.Metadata.Name)
+		require.Eventually(t, func() bool {
+			return usageSeries(t, c, agent, "dri_cdi_usage_engine_busy_seconds_total", "engine")[who+"/video"] == 3 &&
+				usageSeries(t, c, agent, "dri_cdi_usage_clients", "")[who] == 1
+		}, 30*time.Second, usageInterval/2, "3s of video over one client for %s", who)
+		require.Len(t, usageSeries(t, c, agent, "dri_cdi_usage_clients", ""), 1)
+	})
+}
+
+// componentOverlay makes the directory name under the cluster's and
+// returns it with the start of its kustomization: base (a directory) as
+// its resource and the repository's kustomize component as its component.
+func componentOverlay(t *testing.T, c *harness.Cluster, name, base, component string) (dir, kustomization string) {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	require.NoError(t, err)
-	out := filepath.Join(c.Dir, "overlay-usage")
-	require.NoError(t, os.MkdirAll(out, 0o755))
-	relBase, err := filepath.Rel(out, base)
+	dir = filepath.Join(c.Dir, name)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	relBase, err := filepath.Rel(dir, base)
 	require.NoError(t, err)
-	component, err := filepath.Rel(out, filepath.Join(root, "deployments", "kustomize", "components", "usage"))
+	relComponent, err := filepath.Rel(dir, filepath.Join(root, "deployments", "kustomize", "components", component))
 	require.NoError(t, err)
-	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n", relBase, component)
+	return dir, fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n", relBase, relComponent)
+}
+
+// writeDeviceSpecsOverlay layers overlays/device-specs's changes over the
+// e2e overlay base: the without-nri component and --delivery=device-specs.
+func writeDeviceSpecsOverlay(t *testing.T, c *harness.Cluster, base string) string {
+	t.Helper()
+	out, k := componentOverlay(t, c, "overlay-device-specs", base, "without-nri")
+	k += `patches:
+- target:
+    kind: DaemonSet
+    name: dri-cdi
+  patch: |-
+    - {op: test, path: /spec/template/spec/containers/0/args/1, value: --delivery=cdi-cri}
+    - {op: replace, path: /spec/template/spec/containers/0/args/1, value: --delivery=device-specs}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(out, "kustomization.yaml"), []byte(k), 0o644))
+	return out
+}
+
+// TestClusterDRAUsage checks usage on a DRA node: the usage component on
+// the DRA overlay makes dri-cdi-dra scan, and a pod that holds the card
+// through a ResourceClaim (no device plugin on the node) shows in its
+// metrics under its namespace, pod and container, as in TestClusterUsage
+// (the same proc tree of the real container's PID, cgroup and comm, with
+// a synthetic fd link and fdinfo), until the pod is deleted.
+func TestClusterDRAUsage(t *testing.T) {
+	ctx := context.Background()
+	c, gpu, proc, bundles, render := startUsageCluster(t, "dra-usage")
+
+	requireStep(t, "DRANodeWithUsageComponent", func(t *testing.T) {
+		require.NoError(t, c.RequireDRA(ctx))
+		require.NoError(t, c.LabelNode(ctx, draModeLabel, "dra"))
+		base, err := c.WriteDRAOverlay(filepath.Join(c.Dir, "overlay-dra"))
+		require.NoError(t, err)
+		overlay := writeUsageOverlay(t, c, base, draDaemonSet, "dra", proc.Root, bundles)
+		kubectl(t, c, "apply", "-k", overlay)
+		t.Cleanup(func() {
+			if t.Failed() {
+				logPodContainers(t, c, driCDINamespace, draPods)
+			}
+		})
+		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
+		pods, err := c.Pods(ctx, driCDINamespace, driCDIPods)
+		require.NoError(t, err)
+		require.Empty(t, pods, "no device-plugin pod on the DRA node")
+		waitSlice(t, c, 1)
+	})
+
+	const name = "claimed"
+	requireStep(t, "ClaimPodHoldsTheCard", func(t *testing.T) {
+		apply(t, c, harness.ResourceClaimTemplate("intel", harness.DRAClass, ""))
+		apply(t, c, harness.ClaimPod(name, harness.ClaimRef{Template: "intel"}, harness.RenderPath(gpu)))
+		res := claimPodProbes(t, c, name, harness.RenderPath(gpu))
+		require.Equal(t, harness.ENXIO, res[harness.RenderPath(gpu)].Errno, res[harness.RenderPath(gpu)].Message)
+		pod := mustOnePod(t, c, "default", "app="+name)
+		pid := containerPID(t, bundles, pod.ContainerID("app"))
+		mirrorProcess(t, proc, pid)
+		require.NoError(t, proc.SetFD(pid, 10, render, fdinfo(1, 4e9, 2<<10)))
+	})
+
+	who := fmt.Sprintf("%s/default/%s/app", gpu.ID(), name)
+	series := func(t *testing.T, metric, extra string) map[string]float64 {
+		return seriesOf(t, loopbackMetrics(t, c, draMetricsPort), metric, extra)
+	}
+	t.Run("DRAPluginMetricsNameTheContainer", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			return series(t, "dri_cdi_usage_engine_busy_seconds_total", "engine")[who+"/video"] == 4 &&
+				series(t, "dri_cdi_usage_clients", "")[who] == 1
+		}, 30*time.Second, usageInterval/2, "4s of video over one client for %s in dri-cdi-dra's metrics", who)
+		for k := range series(t, "dri_cdi_usage_engine_busy_seconds_total", "engine") {
+			require.True(t, strings.HasPrefix(k, who+"/"), "only the claim's pod uses the GPU; got %s", k)
+		}
+		require.Equal(t, float64(2<<20), series(t, "dri_cdi_usage_memory_bytes", "kind")[who+"/resident"])
+	})
+
+	t.Run("DeletedPodsSeriesGo", func(t *testing.T) {
+		require.NotEmpty(t, series(t, "dri_cdi_usage_clients", ""), "the pod's series before it is deleted")
+		pid := containerPID(t, bundles, mustOnePod(t, c, "default", "app="+name).ContainerID("app"))
+		kubectl(t, c, "delete", "pod", name, "--wait=true")
+		require.Eventually(t, func() bool { _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); return os.IsNotExist(err) }, 30*time.Second, 100*time.Millisecond)
+		require.NoError(t, proc.Exit(pid))
+		require.Eventually(t, func() bool {
+			return len(series(t, "dri_cdi_usage_engine_busy_seconds_total", "engine")) == 0 &&
+				len(series(t, "dri_cdi_usage_clients", "")) == 0
+		}, 30*time.Second, usageInterval/2, "the deleted pod's series must go")
+	})
+}
+
+// startUsageCluster starts a one-card cluster for a usage scenario and
+// returns it with its card, the proc tree the scanning daemon is to read,
+// the node's containerd bundle dir and the card's render node on the host.
+func startUsageCluster(t *testing.T, name string) (c *harness.Cluster, gpu drmtest.GPU, proc *usagetest.Proc, bundles, render string) {
+	t.Helper()
+	gpu = harness.IntelGPU(0)
+	c = startCluster(t, harness.ClusterOptions{Name: name, GPUs: []drmtest.GPU{gpu}})
+	proc, err := usagetest.New(filepath.Join(c.Dir, "usage-proc"))
+	require.NoError(t, err)
+	bundles = filepath.Join(c.Node.Dir, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io")
+	render = filepath.Join(c.Node.DevRoot, "dri", fmt.Sprintf("renderD%d", gpu.Render))
+	return c, gpu, proc, bundles, render
+}
+
+// writeUsageOverlay layers the usage component over an e2e overlay
+// (base), with the host paths of the DaemonSet that scans on the node
+// (daemonSet, its container scanner first) pointed at the test's proc tree
+// and the node's private containerd bundle dir, and a short scan
+// interval. The patch finds its places in a first rendering, and its
+// "test" operations fail the build if they move.
+func writeUsageOverlay(t *testing.T, c *harness.Cluster, base, daemonSet, scanner, procRoot, bundles string) string {
+	t.Helper()
+	out, k := componentOverlay(t, c, "overlay-usage", base, "usage")
 	write := func() { require.NoError(t, os.WriteFile(filepath.Join(out, "kustomization.yaml"), []byte(k), 0o644)) }
 	write()
 	rendered, err := c.Kustomize(context.Background(), out)
 	require.NoError(t, err)
-	var ds struct {
-		Kind string `json:"kind"`
+	type daemonSetDoc struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
 		Spec struct {
 			Template struct {
 				Spec struct {
@@ -224,13 +376,17 @@ func writeUsageOverlay(t *testing.T, c *harness.Cluster, base, procRoot, bundles
 			} `json:"template"`
 		} `json:"spec"`
 	}
+	var ds daemonSetDoc
 	for _, doc := range strings.Split(rendered, "\n---\n") {
-		if strings.Contains(doc, "kind: DaemonSet") {
-			require.NoError(t, yaml.Unmarshal([]byte(doc), &ds))
+		var d daemonSetDoc
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &d))
+		if d.Kind == "DaemonSet" && d.Metadata.Name == daemonSet {
+			ds = d
 		}
 	}
 	spec := ds.Spec.Template.Spec
-	require.Equal(t, "agent", spec.Containers[0].Name)
+	require.NotEmpty(t, spec.Containers, "no DaemonSet %s in the rendering", daemonSet)
+	require.Equal(t, scanner, spec.Containers[0].Name)
 	index := func(names []string, match func(string) bool) int {
 		for i, n := range names {
 			if match(n) {
@@ -250,7 +406,7 @@ func writeUsageOverlay(t *testing.T, c *harness.Cluster, base, procRoot, bundles
 	k += fmt.Sprintf(`patches:
 - target:
     kind: DaemonSet
-    name: dri-cdi
+    name: %[8]s
   patch: |-
     - {op: test, path: /spec/template/spec/volumes/%[1]d/name, value: host-proc}
     - {op: replace, path: /spec/template/spec/volumes/%[1]d/hostPath/path, value: %[2]q}
@@ -258,7 +414,7 @@ func writeUsageOverlay(t *testing.T, c *harness.Cluster, base, procRoot, bundles
     - {op: replace, path: /spec/template/spec/volumes/%[3]d/hostPath/path, value: %[4]q}
     - {op: test, path: /spec/template/spec/containers/0/args/%[5]d, value: %[6]q}
     - {op: replace, path: /spec/template/spec/containers/0/args/%[5]d, value: "--usage-interval=%[7]s"}
-`, procVol, procRoot, bundleVol, bundles, intervalArg, spec.Containers[0].Args[intervalArg], usageInterval)
+`, procVol, procRoot, bundleVol, bundles, intervalArg, spec.Containers[0].Args[intervalArg], usageInterval, daemonSet)
 	write()
 	return out
 }
@@ -323,6 +479,12 @@ func fdinfo(client, videoNS, residentKiB uint64) string {
 func usageSeries(t *testing.T, c *harness.Cluster, agentPod, name, extra string) map[string]float64 {
 	t.Helper()
 	body := kubectl(t, c, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:9470/proxy/metrics", driCDINamespace, agentPod))
+	return seriesOf(t, body, name, extra)
+}
+
+// seriesOf is usageSeries of a /metrics answer.
+func seriesOf(t *testing.T, body, name, extra string) map[string]float64 {
+	t.Helper()
 	m, err := harness.ParseMetrics(body)
 	require.NoError(t, err)
 	out := map[string]float64{}
