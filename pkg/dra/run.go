@@ -38,6 +38,11 @@ type RunOptions struct {
 // Run is dri-cdi-dra: the agent's discovery, CDI spec and hotplug loop
 // publishing to the DRA kubelet plugin instead of the device plugin.
 func Run(ctx context.Context, o RunOptions) error {
+	var trace *startTrace
+	if o.Agent.Log != nil {
+		trace = newStartTrace(o.Agent.Log.WithField("component", "dra"))
+	}
+	trace.mark("main")
 	client := o.KubeClient
 	if client == nil {
 		var err error
@@ -45,6 +50,7 @@ func Run(ctx context.Context, o RunOptions) error {
 			return err
 		}
 	}
+	trace.mark("client")
 	loop, err := agent.New(o.Agent)
 	if err != nil {
 		return err
@@ -59,6 +65,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
+	d.trace = trace
 	if o.OnDriver != nil {
 		o.OnDriver(d)
 	}
