@@ -414,6 +414,10 @@ func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 // the others are still prepared. A checkpoint that cannot be read or
 // saved fails the call (see claimStore); the kubelet retries it.
 func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	start := time.Now()
+	defer func() {
+		d.log.WithFields(logrus.Fields{"claims": len(claims), "us": time.Since(start).Microseconds()}).Debug("PrepareResourceClaims done")
+	}()
 	d.mu.Lock()
 	inv := d.inv
 	d.mu.Unlock()
