@@ -416,7 +416,9 @@ func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	start := time.Now()
 	defer func() {
-		d.log.WithFields(logrus.Fields{"claims": len(claims), "us": time.Since(start).Microseconds()}).Debug("PrepareResourceClaims done")
+		if d.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+			d.log.WithFields(logrus.Fields{"claims": len(claims), "us": time.Since(start).Microseconds()}).Debug("PrepareResourceClaims done")
+		}
 	}()
 	d.mu.Lock()
 	inv := d.inv
