@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,6 +40,8 @@ type Config struct {
 	// SkipCluster leaves out the pod start through the scheduler (a real
 	// cluster, DRA against the device plugin).
 	SkipCluster bool
+	// ClusterOnly measures only on the real cluster (clusterKeys).
+	ClusterOnly bool
 	// clusterBlocks is the number of blocks per arm of the pod start;
 	// clusterPodsPerBlock the timed pods in each.
 	clusterBlocks, clusterPodsPerBlock int
@@ -185,6 +188,10 @@ func (stderrLogger) Logf(format string, args ...any) { logf(format, args...) }
 var containerKeys = []string{"nri_create_ratio", "nri_cdi_vs_nri_ratio", "nri_verify_cdi_ratio", "nri_inject_ratio",
 	"nri_burst_plain_ratio", "nri_rss_mb", "agent_cold_start_ms", "kubelet_restart_reregister_ms"}
 
+// clusterKeys are the keys measured on the real cluster, which
+// -skip-cluster leaves out and -cluster-only measures alone.
+var clusterKeys = []string{"dra_pod_start_ratio", "dra_prepare_kubelet_p50_us", "dra_prepare_kubelet_p99_us", "dra_start_to_slice_ms"}
+
 // Run measures everything, in this order: in process, the binaries
 // against a fake kubelet, then the container path through containerd. A
 // measurement that fails is recorded and the others still run.
@@ -232,15 +239,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		b.suite = suite
 		b.mu.Unlock()
 	}
-	b.step("in-process measurements", b.inProcess)
-	b.step("dri-cdi-agent with a fake kubelet", b.agentBinary)
-	b.step("dri-cdi-dra with a fake kubelet and a stub API server", b.draBinary)
-	if b.suite != nil {
-		b.step(containerStep, func() error { return b.containerPath(ctx, b.suite) })
+	if cfg.ClusterOnly {
+		p.Notes = append(p.Notes, "only the keys measured on the real cluster (-cluster-only)")
+		for _, k := range Keys {
+			if !slices.Contains(clusterKeys, k.Name) {
+				b.report.Skip("-cluster-only", k.Name)
+			}
+		}
+	} else {
+		b.step("in-process measurements", b.inProcess)
+		b.step("dri-cdi-agent with a fake kubelet", b.agentBinary)
+		b.step("dri-cdi-dra with a fake kubelet and a stub API server", b.draBinary)
+		if b.suite != nil {
+			b.step(containerStep, func() error { return b.containerPath(ctx, b.suite) })
+		}
 	}
 	switch {
 	case cfg.SkipCluster || cfg.SkipContainerd:
-		b.report.Skip("-skip-cluster or -skip-containerd", "dra_pod_start_ratio")
+		b.report.Skip("-skip-cluster or -skip-containerd", clusterKeys...)
 	case b.suite != nil:
 		b.step("pod start through the scheduler, DRA vs device plugin", func() error { return b.clusterPodStart(ctx, b.suite) })
 	}

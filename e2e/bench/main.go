@@ -26,7 +26,8 @@ func main() {
 	flag.IntVar(&cfg.Block, "block", cfg.Block, "containers per arm between two toggles of the NRI plugin")
 	flag.Float64Var(&scale, "scale", scale, "multiply every repetition count (trial runs)")
 	flag.BoolVar(&cfg.SkipContainerd, "skip-containerd", false, "leave out the container path through containerd (and the cluster)")
-	flag.BoolVar(&cfg.SkipCluster, "skip-cluster", false, "leave out the pod start through the scheduler on a real cluster (DRA vs device plugin)")
+	flag.BoolVar(&cfg.SkipCluster, "skip-cluster", false, "leave out the keys measured on a real cluster (DRA vs device plugin pod start, DRA prepare and start to slice)")
+	flag.BoolVar(&cfg.ClusterOnly, "cluster-only", false, "measure only the keys on a real cluster (no in-process, fake-kubelet or containerd keys)")
 	flag.Parse()
 	if scale != 1 {
 		cfg.Scale(scale)
