@@ -95,6 +95,10 @@ func newClient(kubeconfig string) (kubernetes.Interface, error) {
 	// runaway loop, far above what pod starts on one node need; the API
 	// server's priority and fairness protects it from the node.
 	cfg.QPS, cfg.Burst = 500, 1000
+	// The claim GET of every prepare, and the slice watch, in protobuf:
+	// cheaper to encode for the API server and to decode here than JSON.
+	// Requests the plugin sends stay JSON.
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
