@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -129,6 +130,9 @@ func (b *bench) draStartToSlice(ctx context.Context, c *harness.Cluster, cards i
 		if i > 0 {
 			times = append(times, seen.Sub(start))
 		}
+		if i == draStartReps {
+			logStartupSteps(logPath)
+		}
 	}
 	if err := deleteSlices(ctx, slices, selector); err != nil {
 		return err
@@ -178,5 +182,20 @@ func deleteSlices(ctx context.Context, slices interface {
 			return fmt.Errorf("the node's ResourceSlices are still listed 30s after their deletion (last error %v)", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// logStartupSteps prints the plugin's own account of its last start (its
+// debug "startup step" lines): where the time went.
+func logStartupSteps(logPath string) {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		logf("dri-cdi-dra's startup steps: %v", err)
+		return
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "startup step") || strings.Contains(l, "ResourceSlice created") {
+			logf("dri-cdi-dra: %s", l)
+		}
 	}
 }
