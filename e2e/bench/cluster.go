@@ -87,7 +87,7 @@ func (b *bench) clusterPodStart(ctx context.Context, suite *harness.Suite) error
 		logf("%s block %d: %d pods", mode, i, per)
 	}
 	b.report.Params.Repetitions["dra_pod_start_ratio blocks"] = 2 * blocks
-	errs := []error{b.setKubeletPrepare(prepares, notOne)}
+	errs := []error{b.setKubeletPrepare(prepares, notOne), b.draPrepareBreakdown(ctx, c)}
 	// Start to slice with the plugin as a host process: no DaemonSet of it
 	// may run.
 	if err := setMode(ctx, c, armDevicePlugin); err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -198,4 +200,89 @@ func logStartupSteps(logPath string) {
 			logf("dri-cdi-dra: %s", l)
 		}
 	}
+}
+
+// Breakdown pods: prepared by the DRA DaemonSet at debug level.
+const breakdownPods = 5
+
+var usField = regexp.MustCompile(`\bus=(\d+)`)
+
+// draPrepareBreakdown runs breakdownPods more DRA pods with the DRA
+// DaemonSet at --log-level=debug (after the timed blocks: debug logging
+// is not what users run) and prints, from its log, the medians of each
+// NodePrepareResources in the plugin (its gRPC handler, which includes
+// the helper's GET of the claim) and of our part of it
+// (PrepareResourceClaims: the claim store, the checkpoint's fsynced
+// write), next to the kubelet's time of the same calls.
+func (b *bench) draPrepareBreakdown(ctx context.Context, c *harness.Cluster) error {
+	const ns, ds = "dri-cdi", "daemonset/dri-cdi-dra"
+	if out, err := c.Kubectl(ctx, "-n", ns, "set", "env", ds, "DRI_CDI_LOG_LEVEL=debug"); err != nil {
+		return fmt.Errorf("debug logs: %w: %s", err, out)
+	}
+	defer func() {
+		if out, err := c.Kubectl(ctx, "-n", ns, "set", "env", ds, "DRI_CDI_LOG_LEVEL-"); err != nil {
+			logf("reset the DRA DaemonSet's log level: %v: %s", err, out)
+		}
+	}()
+	if err := setMode(ctx, c, armDRA); err != nil {
+		return err
+	}
+	var kubelet []time.Duration
+	for j := range breakdownPods + 1 {
+		sum0, n0, err := kubeletPrepare(ctx, c.Node)
+		if err != nil {
+			return err
+		}
+		if _, err := podStart(ctx, c, fmt.Sprintf("bench-breakdown-%d", j)); err != nil {
+			return err
+		}
+		sum1, n1, err := kubeletPrepare(ctx, c.Node)
+		if err != nil {
+			return err
+		}
+		if d, ok := prepareSample(sum0, n0, sum1, n1); ok && j > 0 {
+			kubelet = append(kubelet, d)
+		}
+	}
+	pods, err := c.Pods(ctx, ns, "app.kubernetes.io/component=dra-node")
+	if err != nil || len(pods) != 1 {
+		return fmt.Errorf("the DRA pod: %d pods, %v", len(pods), err)
+	}
+	out, err := c.ContainerLogs(ctx, &pods[0], "dra")
+	if err != nil {
+		return err
+	}
+	var handler, ours []time.Duration
+	for _, l := range strings.Split(out, "\n") {
+		m := usField.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		us, _ := strconv.Atoi(m[1])
+		switch {
+		case strings.Contains(l, `msg="gRPC call"`) && strings.Contains(l, kubeletPrepareMethod):
+			handler = append(handler, time.Duration(us)*time.Microsecond)
+		case strings.Contains(l, `msg="PrepareResourceClaims done"`):
+			ours = append(ours, time.Duration(us)*time.Microsecond)
+		}
+		if strings.Contains(l, "startup step") || strings.Contains(l, "ResourceSlice created") {
+			logf("dri-cdi-dra DaemonSet: %s", l)
+		}
+	}
+	// The first prepare of the fresh pod is the untimed one.
+	if len(handler) > 1 && len(ours) > 1 {
+		handler, ours = handler[1:], ours[1:]
+	}
+	for _, s := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"kubelet (dra_grpc_operations_duration_seconds)", kubelet}, {"plugin's gRPC handler (helper: claim GET + ours)", handler},
+		{"ours (PrepareResourceClaims: claim store + fsynced checkpoint write)", ours}} {
+		sum, err := Summarize(In(time.Microsecond, s.ds))
+		if err != nil {
+			return fmt.Errorf("prepare breakdown, %s: %w", s.name, err)
+		}
+		logf("prepare breakdown, %s: median %.0f us, min %.0f, max %.0f, n %d", s.name, sum.Median, sum.Min, sum.Max, sum.N)
+	}
+	return nil
 }
