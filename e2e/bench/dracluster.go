@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -125,6 +124,11 @@ func (b *bench) draStartToSlice(ctx context.Context, c *harness.Cluster, cards i
 		b.track(p)
 		seen, err := waitSlice(w, cards, 30*time.Second)
 		w.Stop()
+		if i == draStartReps {
+			// Untimed: let the last start log the creation's return,
+			// which races the watch event.
+			waitLog(logPath, "ResourceSlice created", 3*time.Second)
+		}
 		p.Stop(syscall.SIGTERM, 10*time.Second)
 		if err != nil {
 			return fmt.Errorf("dri-cdi-dra start %d: %w; last lines of its log:\n%s", i, err, tail(logPath, 20))
@@ -205,7 +209,45 @@ func logStartupSteps(logPath string) {
 // Breakdown pods: prepared by the DRA DaemonSet at debug level.
 const breakdownPods = 5
 
-var usField = regexp.MustCompile(`\bus=(\d+)`)
+// The DRA DaemonSet's namespace, name and pods.
+const (
+	draNS        = "dri-cdi"
+	draDaemonSet = "dri-cdi-dra"
+	draPods      = "app.kubernetes.io/component=dra-node"
+)
+
+// setDRALogLevel replaces the DRA DaemonSet's --log-level=from argument
+// by --log-level=to.
+func setDRALogLevel(ctx context.Context, c *harness.Cluster, from, to string) error {
+	var ds struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Name string   `json:"name"`
+						Args []string `json:"args"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := c.GetJSON(ctx, &ds, "daemonset", draDaemonSet, "-n", draNS); err != nil {
+		return err
+	}
+	for ci, ctr := range ds.Spec.Template.Spec.Containers {
+		for ai, a := range ctr.Args {
+			if a != "--log-level="+from {
+				continue
+			}
+			patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/containers/%d/args/%d","value":"--log-level=%s"}]`, ci, ai, to)
+			if out, err := c.Kubectl(ctx, "-n", draNS, "patch", "daemonset", draDaemonSet, "--type=json", "-p", patch); err != nil {
+				return fmt.Errorf("log level %s: %w: %s", to, err, out)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("the DRA DaemonSet has no --log-level=%s argument", from)
+}
 
 // draPrepareBreakdown runs breakdownPods more DRA pods with the DRA
 // DaemonSet at --log-level=debug (after the timed blocks: debug logging
@@ -215,13 +257,12 @@ var usField = regexp.MustCompile(`\bus=(\d+)`)
 // (PrepareResourceClaims: the claim store, the checkpoint's fsynced
 // write), next to the kubelet's time of the same calls.
 func (b *bench) draPrepareBreakdown(ctx context.Context, c *harness.Cluster) error {
-	const ns, ds = "dri-cdi", "daemonset/dri-cdi-dra"
-	if out, err := c.Kubectl(ctx, "-n", ns, "set", "env", ds, "DRI_CDI_LOG_LEVEL=debug"); err != nil {
-		return fmt.Errorf("debug logs: %w: %s", err, out)
+	if err := setDRALogLevel(ctx, c, "info", "debug"); err != nil {
+		return err
 	}
 	defer func() {
-		if out, err := c.Kubectl(ctx, "-n", ns, "set", "env", ds, "DRI_CDI_LOG_LEVEL-"); err != nil {
-			logf("reset the DRA DaemonSet's log level: %v: %s", err, out)
+		if err := setDRALogLevel(ctx, c, "debug", "info"); err != nil {
+			logf("reset the DRA DaemonSet's log level: %v", err)
 		}
 	}()
 	if err := setMode(ctx, c, armDRA); err != nil {
@@ -244,7 +285,7 @@ func (b *bench) draPrepareBreakdown(ctx context.Context, c *harness.Cluster) err
 			kubelet = append(kubelet, d)
 		}
 	}
-	pods, err := c.Pods(ctx, ns, "app.kubernetes.io/component=dra-node")
+	pods, err := c.Pods(ctx, draNS, draPods)
 	if err != nil || len(pods) != 1 {
 		return fmt.Errorf("the DRA pod: %d pods, %v", len(pods), err)
 	}
@@ -254,19 +295,25 @@ func (b *bench) draPrepareBreakdown(ctx context.Context, c *harness.Cluster) err
 	}
 	var handler, ours []time.Duration
 	for _, l := range strings.Split(out, "\n") {
-		m := usField.FindStringSubmatch(l)
-		if m == nil {
+		// The DaemonSet logs JSON (--log-format=json).
+		var e struct {
+			Msg    string  `json:"msg"`
+			Method string  `json:"method"`
+			US     float64 `json:"us"`
+			Step   string  `json:"step"`
+			Since  float64 `json:"sinceStartMs"`
+		}
+		if json.Unmarshal([]byte(l), &e) != nil {
 			continue
 		}
-		us, _ := strconv.Atoi(m[1])
+		d := time.Duration(e.US) * time.Microsecond
 		switch {
-		case strings.Contains(l, `msg="gRPC call"`) && strings.Contains(l, kubeletPrepareMethod):
-			handler = append(handler, time.Duration(us)*time.Microsecond)
-		case strings.Contains(l, `msg="PrepareResourceClaims done"`):
-			ours = append(ours, time.Duration(us)*time.Microsecond)
-		}
-		if strings.Contains(l, "startup step") || strings.Contains(l, "ResourceSlice created") {
-			logf("dri-cdi-dra DaemonSet: %s", l)
+		case e.Msg == "gRPC call" && e.Method == kubeletPrepareMethod:
+			handler = append(handler, d)
+		case e.Msg == "PrepareResourceClaims done":
+			ours = append(ours, d)
+		case e.Msg == "startup step":
+			logf("dri-cdi-dra DaemonSet: startup step %q at %.1f ms", e.Step, e.Since)
 		}
 	}
 	// The first prepare of the fresh pod is the untimed one.
@@ -285,4 +332,15 @@ func (b *bench) draPrepareBreakdown(ctx context.Context, c *harness.Cluster) err
 		logf("prepare breakdown, %s: median %.0f us, min %.0f, max %.0f, n %d", s.name, sum.Median, sum.Min, sum.Max, sum.N)
 	}
 	return nil
+}
+
+// waitLog waits until the file at path contains marker, at most timeout.
+func waitLog(path, marker string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), marker) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
