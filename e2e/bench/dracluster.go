@@ -268,6 +268,10 @@ func (b *bench) draPrepareBreakdown(ctx context.Context, c *harness.Cluster) err
 	if err := setMode(ctx, c, armDRA); err != nil {
 		return err
 	}
+	getSum0, getN0, err := apiServerClaimGets(ctx, c)
+	if err != nil {
+		return err
+	}
 	var kubelet []time.Duration
 	for j := range breakdownPods + 1 {
 		sum0, n0, err := kubeletPrepare(ctx, c.Node)
@@ -284,6 +288,14 @@ func (b *bench) draPrepareBreakdown(ctx context.Context, c *harness.Cluster) err
 		if d, ok := prepareSample(sum0, n0, sum1, n1); ok && j > 0 {
 			kubelet = append(kubelet, d)
 		}
+	}
+	getSum1, getN1, err := apiServerClaimGets(ctx, c)
+	if err != nil {
+		return err
+	}
+	if n := getN1 - getN0; n > 0 {
+		logf("prepare breakdown, the API server's own time of a claim GET (apiserver_request_duration_seconds, its GETs of resourceclaims "+
+			"over these pods, the kubelet's and the plugin's): mean %.0f us, n %.0f", (getSum1-getSum0)/n*1e6, n)
 	}
 	pods, err := c.Pods(ctx, draNS, draPods)
 	if err != nil || len(pods) != 1 {
@@ -343,4 +355,22 @@ func waitLog(path, marker string, timeout time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// apiServerClaimGets reads the API server's apiserver_request_duration_seconds
+// of GETs of resourceclaims: the sum of their times in seconds and their
+// count.
+func apiServerClaimGets(ctx context.Context, c *harness.Cluster) (sum, count float64, err error) {
+	out, err := c.Kubectl(ctx, "get", "--raw", "/metrics")
+	if err != nil {
+		return 0, 0, fmt.Errorf("the API server's metrics: %w", err)
+	}
+	m, err := harness.ParseMetrics(out)
+	if err != nil {
+		return 0, 0, err
+	}
+	labels := []string{"verb", "GET", "resource", "resourceclaims"}
+	sum, _ = m.Sum("apiserver_request_duration_seconds_sum", labels...)
+	count, _ = m.Sum("apiserver_request_duration_seconds_count", labels...)
+	return sum, count, nil
 }
