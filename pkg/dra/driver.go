@@ -374,15 +374,17 @@ func (d *Driver) firstSlice(ctx context.Context) {
 	d.mu.Lock()
 	devices := slices.Clone(d.inv.Devices)
 	d.mu.Unlock()
-	created, err := d.createFirstSlice(ctx, devices)
+	name, err := d.createFirstSlice(ctx, devices)
 	switch {
 	case err != nil:
 		d.log.WithError(err).Warn("cannot create the first ResourceSlice; the ResourceSlice controller publishes it")
-	case created:
+	case name != "":
 		d.trace.mark("ResourceSlice created")
+		log := d.log.WithFields(logrus.Fields{"slice": name, "devices": len(devices)})
 		if d.trace != nil {
-			d.log.WithFields(logrus.Fields{"devices": len(devices), "sinceStartMs": ms(d.trace.since())}).Info("ResourceSlice created")
+			log = log.WithField("sinceStartMs", ms(d.trace.since()))
 		}
+		log.Info("ResourceSlice created")
 	default:
 		d.log.Debug("the node has a ResourceSlice of this driver; the ResourceSlice controller updates it")
 	}

@@ -38,22 +38,23 @@ func firstSliceName(nodeName string) string {
 }
 
 // createFirstSlice creates the node's slice of devices unless a slice of
-// this driver for the node exists. It reports whether it created one.
-func (d *Driver) createFirstSlice(ctx context.Context, devices []resourceapi.Device) (bool, error) {
+// this driver for the node exists. It returns the created slice's name,
+// "" when it created none.
+func (d *Driver) createFirstSlice(ctx context.Context, devices []resourceapi.Device) (string, error) {
 	c, nodeName := d.opts.KubeClient, d.opts.NodeName
 	list, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
 		resourceapi.ResourceSliceSelectorDriver:   DriverName,
 		resourceapi.ResourceSliceSelectorNodeName: nodeName,
 	}.String()})
 	if err != nil {
-		return false, fmt.Errorf("list the node's ResourceSlices: %w", err)
+		return "", fmt.Errorf("list the node's ResourceSlices: %w", err)
 	}
 	if len(list.Items) > 0 {
-		return false, nil
+		return "", nil
 	}
 	node, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
-		return false, fmt.Errorf("get node %q: %w", nodeName, err)
+		return "", fmt.Errorf("get node %q: %w", nodeName, err)
 	}
 	slice := &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{
@@ -69,8 +70,9 @@ func (d *Driver) createFirstSlice(ctx context.Context, devices []resourceapi.Dev
 			Devices:  devices,
 		},
 	}
-	if _, err := c.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		return false, fmt.Errorf("create the node's ResourceSlice: %w", err)
+	created, err := c.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("create the node's ResourceSlice: %w", err)
 	}
-	return true, nil
+	return created.Name, nil
 }

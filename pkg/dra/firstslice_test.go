@@ -58,11 +58,12 @@ func TestFirstSliceIsKeptByTheController(t *testing.T) {
 
 	created, err := d.createFirstSlice(ctx, d.inv.Devices)
 	require.NoError(t, err)
-	require.True(t, created)
+	require.NotEmpty(t, created)
 	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, list.Items, 1)
 	first := list.Items[0]
+	require.Equal(t, created, first.Name)
 	require.True(t, strings.HasPrefix(first.Name, "00000-dri-cdi.dev-"+node+"-"), first.Name)
 	require.Equal(t, []string{"create"}, sliceWrites(client))
 
@@ -92,7 +93,7 @@ func TestFirstSliceIsKeptByTheController(t *testing.T) {
 	// A node that has a slice is left to the controller.
 	created, err = d.createFirstSlice(ctx, d.inv.Devices)
 	require.NoError(t, err)
-	require.False(t, created)
+	require.Empty(t, created)
 }
 
 // A Driver that is started creates the slice before the controller
