@@ -111,6 +111,15 @@ func (s *claimStore) update(fn func(*claimSet)) (int, error) {
 	if errors.Is(err, atomicfile.ErrDirSync) {
 		s.unsynced = true
 	}
+	if err == nil {
+		// Under the lock the file holds what was just saved: keep its
+		// bytes with the claims they encode, so that the next call does
+		// not decode them again. A file that cannot be read back is
+		// simply decoded by the next call.
+		if b, rerr := readCheckpoint(s.path); rerr == nil && b != nil {
+			s.raw, s.parsed = b, set.claims
+		}
+	}
 	return len(set.claims), err
 }
 
