@@ -238,7 +238,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.SkipContainerd {
 		p.Notes = append(p.Notes, "the container path through containerd was skipped (-skip-containerd)")
 		b.report.Skip("-skip-containerd", containerKeys...)
-	} else if !cfg.selected(stepContainerd) {
+	} else if !cfg.needsSuite() {
 		// -only without it: selectSteps took the lock.
 	} else if suite, err := b.newSuite(ctx); err != nil {
 		b.report.Fail(containerStep, err)
@@ -255,7 +255,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	switch {
 	case cfg.SkipCluster || cfg.SkipContainerd:
-		b.report.Skip("-skip-cluster or -skip-containerd", "dra_pod_start_ratio")
+		b.report.Skip("-skip-cluster or -skip-containerd", stepKeys[stepCluster]...)
 	case b.suite != nil:
 		b.step("pod start through the scheduler, DRA vs device plugin", func() error { return b.clusterPodStart(ctx, b.suite) })
 	}

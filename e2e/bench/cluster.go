@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -45,6 +46,9 @@ func (b *bench) clusterPodStart(ctx context.Context, suite *harness.Suite) error
 	arms := map[string]*arm{armDevicePlugin: {name: armDevicePlugin}, armDRA: {name: armDRA}}
 	blocks, per := b.cfg.clusterBlocks, b.cfg.clusterPodsPerBlock
 	n := 0
+	// The kubelet's own times of the DRA pods' NodePrepareResources.
+	var prepares []time.Duration
+	notOne := 0
 	for i := range 2 * blocks {
 		// ABBA: device plugin, DRA, DRA, device plugin, ...
 		mode := armDevicePlugin
@@ -59,21 +63,41 @@ func (b *bench) clusterPodStart(ctx context.Context, suite *harness.Suite) error
 		// reuse.
 		for j := range per + 1 {
 			n++
+			sum0, n0, err := kubeletPrepare(ctx, c.Node)
+			if err != nil {
+				return err
+			}
 			d, err := podStart(ctx, c, fmt.Sprintf("bench-%d", n))
 			if err != nil {
 				return fmt.Errorf("%s pod %d: %w", mode, n, err)
 			}
+			sum1, n1, err := kubeletPrepare(ctx, c.Node)
+			if err != nil {
+				return err
+			}
 			if j > 0 {
 				arms[mode].times = append(arms[mode].times, d)
+				if p, ok := prepareSample(sum0, n0, sum1, n1); ok && mode == armDRA {
+					prepares = append(prepares, p)
+				} else if mode == armDRA {
+					notOne++
+				}
 			}
 		}
 		logf("%s block %d: %d pods", mode, i, per)
 	}
 	b.report.Params.Repetitions["dra_pod_start_ratio blocks"] = 2 * blocks
-	return b.setRatio("dra_pod_start_ratio", arms[armDRA], arms[armDevicePlugin], fmt.Sprintf(
+	errs := []error{b.setKubeletPrepare(prepares, notOne), b.draPrepareBreakdown(ctx, c)}
+	// Start to slice with the plugin as a host process: no DaemonSet of it
+	// may run.
+	if err := setMode(ctx, c, armDevicePlugin); err != nil {
+		return err
+	}
+	errs = append(errs, b.draStartToSlice(ctx, c, 2))
+	return errors.Join(append(errs, b.setRatio("dra_pod_start_ratio", arms[armDRA], arms[armDevicePlugin], fmt.Sprintf(
 		"pod create to Ready (kubectl create, then kubectl wait --for=condition=Ready) of a pod asking for %s: 1 through the scheduler, "+
 			"served by DRA (extended resource through the DeviceClass) vs by the device plugin, on one single-node cluster; "+
-			"%d blocks of %d pods per arm in ABBA order, one untimed pod after each mode switch", clusterResource, blocks, per))
+			"%d blocks of %d pods per arm in ABBA order, one untimed pod after each mode switch", clusterResource, blocks, per)))...)
 }
 
 // setMode switches the node to one mode and waits until only that mode's

@@ -80,11 +80,14 @@ var Keys = []KeySpec{
 	{Name: "agent_usage_rss_delta_mb", Unit: "MiB", Stat: "VmRSS with - without --usage", Goal: Goal{Op: "<=", Value: 4}},
 	{Name: "hotplug_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 250}},
 	{Name: "agent_cold_start_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 250}},
+	{Name: "dra_start_to_slice_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 600}},
 	{Name: "kubelet_restart_reregister_ms", Unit: "ms", Stat: "median", Goal: Goal{Op: "<", Value: 1000}},
 	{Name: "agent_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 15}},
 	{Name: "nri_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 12}},
-	{Name: "dra_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 30}},
+	{Name: "dra_rss_mb", Unit: "MiB", Stat: "VmRSS", Goal: Goal{Op: "<=", Value: 25}},
 	{Name: "dra_pod_start_ratio", Unit: "ratio", Stat: "median DRA / device plugin", Goal: Goal{Op: "<=", Value: 1.25}},
+	{Name: "dra_prepare_kubelet_p50_us", Unit: "us", Stat: "median", Goal: Goal{Op: "<", Value: 2000}},
+	{Name: "dra_prepare_kubelet_p99_us", Unit: "us", Stat: "p99"},
 }
 
 // Result is one measured key.

@@ -273,5 +273,11 @@ func TestEveryKeyHasOneStep(t *testing.T) {
 	require.True(t, (&Config{}).runs("in-process measurements"))
 	require.NoError(t, (&Config{Only: []string{"usage", "inproc"}}).checkOnly())
 	require.ErrorContains(t, (&Config{Only: []string{"usage", "gpu"}}).checkOnly(), `unknown step "gpu"`)
-	require.ErrorContains(t, (&Config{Only: []string{"cluster"}}).checkOnly(), "name both")
+	// The cluster step runs on the suite's node without the container
+	// path's measurements (-cluster-only).
+	require.NoError(t, (&Config{Only: []string{"cluster"}}).checkOnly())
+	require.True(t, (&Config{Only: []string{"cluster"}}).needsSuite())
+	require.False(t, (&Config{Only: []string{"cluster"}}).runs("container path through containerd"))
+	require.False(t, (&Config{Only: []string{"usage"}}).needsSuite())
+	require.False(t, (&Config{Only: []string{"cluster"}, SkipCluster: true}).needsSuite())
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -47,7 +46,7 @@ var stepKeys = map[string][]string{
 	stepDRA: {"dra_prepare_p99_us", "dra_prepare_vs_allocate_ratio", "dra_rss_mb",
 		"dra_prepare_shared_p99_us", "dra_prepare_shared_vs_exclusive_ratio"},
 	stepContainerd: containerKeys,
-	stepCluster:    {"dra_pod_start_ratio"},
+	stepCluster:    {"dra_pod_start_ratio", "dra_start_to_slice_ms", "dra_prepare_kubelet_p50_us", "dra_prepare_kubelet_p99_us"},
 	stepUsage:      usageKeys,
 }
 
@@ -60,21 +59,24 @@ func (c *Config) selected(id string) bool {
 	return len(c.Only) == 0 || slices.Contains(c.Only, id)
 }
 
+// needsSuite reports whether the run starts the harness suite (which
+// holds the machine lock): for the container path, or for the cluster
+// step, which runs on the suite's node.
+func (c *Config) needsSuite() bool {
+	return !c.SkipContainerd && (c.selected(stepContainerd) || (!c.SkipCluster && c.selected(stepCluster)))
+}
+
 // runs reports whether the step that logs name runs.
 func (c *Config) runs(name string) bool {
 	return len(c.Only) == 0 || c.selected(stepNames[name])
 }
 
-// checkOnly checks that -only names known steps, and that the cluster
-// step comes with the containerd one it runs on.
+// checkOnly checks that -only names known steps.
 func (c *Config) checkOnly() error {
 	for _, s := range c.Only {
 		if _, ok := stepKeys[s]; !ok {
 			return fmt.Errorf("-only: unknown step %q (steps: %s)", s, strings.Join(stepIDs(), ", "))
 		}
-	}
-	if c.selected(stepCluster) && !c.selected(stepContainerd) {
-		return errors.New("-only: the cluster step runs on the containerd step's node; name both")
 	}
 	return nil
 }
@@ -92,7 +94,7 @@ func (b *bench) selectSteps(ctx context.Context) error {
 			}
 		}
 	}
-	if !cfg.SkipContainerd && cfg.selected(stepContainerd) {
+	if cfg.needsSuite() {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,30 @@ func TestClusterDRA(t *testing.T) {
 		require.Equal(t, intel.ID(), i.Attributes["resource.kubernetes.io/pciBusID"])
 		require.Equal(t, "dri-cdi.dev/i915", i.Attributes["resource"])
 		require.Equal(t, strconv.Itoa(intel.Render), i.Attributes["renderMinor"])
+	})
+
+	requireStep(t, "PluginCreatedTheFirstSliceAndTheControllerKeptIt", func(t *testing.T) {
+		// The node had no slice: the plugin created it itself (allowed by
+		// the overlay's RBAC and admission policy), and the helper's
+		// controller kept that one slice instead of replacing it.
+		pods, err := c.Pods(ctx, driCDINamespace, draPods)
+		require.NoError(t, err)
+		require.Len(t, pods, 1)
+		logs, err := c.ContainerLogs(ctx, &pods[0], "dra")
+		require.NoError(t, err)
+		require.NotContains(t, logs, "cannot create the first ResourceSlice")
+		var slices struct {
+			Items []struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			} `json:"items"`
+		}
+		require.NoError(t, c.GetJSON(ctx, &slices, "resourceslices", "--field-selector", "spec.driver="+draDriver))
+		require.Len(t, slices.Items, 1)
+		require.True(t, strings.HasPrefix(slices.Items[0].Metadata.Name, "00000-"+draDriver+"-"+harness.NodeName+"-"), slices.Items[0].Metadata.Name)
+		require.Contains(t, logs, `"msg":"ResourceSlice created"`)
+		require.Contains(t, logs, `"slice":"`+slices.Items[0].Metadata.Name+`"`, "the listed slice must be the one the plugin created")
 	})
 
 	var celClaim harness.Claim

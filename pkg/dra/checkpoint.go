@@ -124,13 +124,31 @@ func frozenForm(claims map[string]PreparedClaim, base bool) map[string]PreparedC
 
 // loadCheckpoint reads path; a missing file is an empty checkpoint.
 func loadCheckpoint(path string) (map[string]PreparedClaim, error) {
+	b, err := readCheckpoint(path)
+	if err != nil || b == nil {
+		return map[string]PreparedClaim{}, err
+	}
+	return parseCheckpoint(path, b)
+}
+
+// readCheckpoint returns the bytes of the file at path, nil when there
+// is none.
+func readCheckpoint(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]PreparedClaim{}, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint %q: %w", path, err)
 	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
+}
+
+// parseCheckpoint checks and decodes b, the content of the file at path.
+func parseCheckpoint(path string, b []byte) (map[string]PreparedClaim, error) {
 	var cp checkpoint
 	if err := json.Unmarshal(b, &cp); err != nil {
 		return nil, fmt.Errorf("parse checkpoint %q: %w", path, err)

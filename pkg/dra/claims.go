@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,10 +21,14 @@ import (
 // prepare, unprepare and the agent's CardsInUse never interleave a
 // read-modify-write of the file, whoever calls them and however often.
 //
-// It keeps no copy of the claims: every call reads the file under the
-// lock. With a rolling update (--pod-uid) two instances of the plugin
-// share the file, and the kubelet may prepare through one and unprepare
-// through the other; a copy would go stale.
+// Every call reads the file under the lock: with a rolling update
+// (--pod-uid) two instances of the plugin share the file, and the
+// kubelet may prepare through one and unprepare through the other, so a
+// copy of the claims alone would go stale. What the store keeps is the
+// file's bytes with their decoded claims: when the file holds the same
+// bytes again, the claims are not decoded and checked again (the
+// checksums are over all claims), which keeps a repeated prepare of an
+// unchanged claim a read of a small file and a map lookup.
 //
 // # Failed saves
 //
@@ -40,6 +45,9 @@ type claimStore struct {
 	// unsynced is set when a save renamed the file into place but could
 	// not sync its directory.
 	unsynced bool
+	// raw is the file's content the last load decoded into parsed.
+	raw    []byte
+	parsed map[string]PreparedClaim
 	// save and syncDir are saveCheckpoint and atomicfile.SyncDir; tests
 	// make them fail.
 	save    func(path string, claims map[string]PreparedClaim) error
@@ -59,7 +67,22 @@ func (s *claimStore) load() (map[string]PreparedClaim, error) {
 		}
 		s.unsynced = false
 	}
-	return loadCheckpoint(s.path)
+	b, err := readCheckpoint(s.path)
+	if err != nil || b == nil {
+		s.raw, s.parsed = nil, nil
+		return map[string]PreparedClaim{}, err
+	}
+	if s.parsed == nil || !bytes.Equal(b, s.raw) {
+		claims, err := parseCheckpoint(s.path, b)
+		if err != nil {
+			s.raw, s.parsed = nil, nil
+			return nil, err
+		}
+		s.raw, s.parsed = b, claims
+	}
+	// The callers change the map they get (claimSet), never the claims
+	// in it.
+	return maps.Clone(s.parsed), nil
 }
 
 // update runs fn on the prepared claims under the store's lock, saves
@@ -87,6 +110,15 @@ func (s *claimStore) update(fn func(*claimSet)) (int, error) {
 	err = s.save(s.path, set.claims)
 	if errors.Is(err, atomicfile.ErrDirSync) {
 		s.unsynced = true
+	}
+	if err == nil {
+		// Under the lock the file holds what was just saved: keep its
+		// bytes with the claims they encode, so that the next call does
+		// not decode them again. A file that cannot be read back is
+		// simply decoded by the next call.
+		if b, rerr := readCheckpoint(s.path); rerr == nil && b != nil {
+			s.raw, s.parsed = b, set.claims
+		}
 	}
 	return len(set.claims), err
 }

@@ -397,3 +397,31 @@ func TestRepeatedPrepareOfAnEarlierVersionsAdminRecord(t *testing.T) {
 	require.NoError(t, got["uid-monitor"].Err, "the recorded answer, not a new prepare of an unhealthy card")
 	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:01:00.0"}, got["uid-monitor"].Devices[0].CDIDeviceIDs)
 }
+
+// Two stores on one file (the two instances of a rolling update): what
+// one saves, the other reads, whatever it decoded and saved before.
+func TestClaimStoreSeesTheOtherInstancesSaves(t *testing.T) {
+	path := filepath.Join(t.TempDir(), CheckpointFile)
+	a, b := newClaimStore(path), newClaimStore(path)
+	pc := func(name string) PreparedClaim {
+		return PreparedClaim{Namespace: "ns", Name: name, Devices: []PreparedDevice{{Request: "gpu", Pool: node,
+			Device: "pci-0000-00-02-0", Card: "0000:00:02.0", CDI: []string{"dri-cdi.dev/gpu=0000:00:02.0"}}}}
+	}
+	has := func(s *claimStore, uid string) bool {
+		t.Helper()
+		found := false
+		_, err := s.update(func(set *claimSet) { _, found = set.get(uid) })
+		require.NoError(t, err)
+		return found
+	}
+	_, err := a.update(func(set *claimSet) { set.add("uid-1", pc("one")) })
+	require.NoError(t, err)
+	require.True(t, has(b, "uid-1"))
+	_, err = b.update(func(set *claimSet) { set.add("uid-2", pc("two")); set.remove("uid-1") })
+	require.NoError(t, err)
+	require.False(t, has(a, "uid-1"), "a kept its own save's claims after b changed the file")
+	require.True(t, has(a, "uid-2"))
+	_, err = a.update(func(set *claimSet) { set.remove("uid-2") })
+	require.NoError(t, err)
+	require.False(t, has(b, "uid-2"), "b kept its own save's claims after a changed the file")
+}

@@ -114,6 +114,9 @@ type Driver struct {
 	// sharesChecked is set once the read-back of a shareable card
 	// started; noShares once it found the API server dropped the shares.
 	sharesChecked, noShares bool
+	// trace, when set (Run), logs the startup's steps and times the
+	// gRPC calls.
+	trace *startTrace
 }
 
 var _ agent.InUseReporter = (*Driver)(nil)
@@ -185,6 +188,7 @@ func (d *Driver) update(pools []config.Pool, unhealthy map[string]bool) {
 	defer d.mu.Unlock()
 	changed := !d.updated || !sameDevices(d.inv.ByName, inv.ByName)
 	d.inv, d.updated = inv, true
+	d.trace.mark("discovery and specs")
 	d.opts.Metrics.setDevices(inv.ByName)
 	if changed {
 		close(d.healthChanged)
@@ -226,6 +230,7 @@ func (d *Driver) publish(h *kubeletplugin.Helper) {
 	res := d.resources()
 	d.mu.Unlock()
 	err := h.PublishResources(context.Background(), res)
+	d.trace.mark("devices handed to the ResourceSlice controller")
 	d.opts.Metrics.published(err)
 	if err != nil {
 		d.log.WithError(err).Error("cannot publish the ResourceSlice")
@@ -290,7 +295,14 @@ func (d *Driver) Run(ctx context.Context) error {
 	if d.opts.PodUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(d.opts.PodUID)))
 	}
+	if d.trace != nil {
+		opts = append(opts, kubeletplugin.GRPCInterceptor(d.trace.timing))
+	}
 	opts = append(opts, d.opts.HelperOptions...)
+	// The node's first slice is created while the helper starts (see
+	// firstslice.go); the helper's controller takes over once it is.
+	first := make(chan struct{})
+	go func() { defer close(first); d.firstSlice(ctx) }()
 	retry := backoff.New(time.Second, startRetryMax)
 	for {
 		h, err := d.start(ctx, opts)
@@ -303,6 +315,7 @@ func (d *Driver) Run(ctx context.Context) error {
 			d.mu.Unlock()
 			d.log.WithFields(logrus.Fields{"driver": DriverName, "pool": d.opts.NodeName, "pluginDataDir": d.opts.PluginDataDir,
 				"registrarDir": d.opts.RegistrarDir, "rollingUpdate": d.opts.PodUID != ""}).Info("kubelet plugin started")
+			d.trace.mark("kubelet plugin started")
 			break
 		}
 		wait := retry.Next()
@@ -317,6 +330,12 @@ func (d *Driver) Run(ctx context.Context) error {
 	// publish returns once the helper's informer synced with the API
 	// server; meanwhile prepare works and Ready says why it is not.
 	helper := d.helper
+	select {
+	case <-first:
+	case <-ctx.Done():
+		helper.Stop()
+		return nil
+	}
 	select {
 	case d.kick <- struct{}{}:
 	default:
@@ -340,6 +359,35 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	helper.Stop()
 	return err
+}
+
+// firstSliceTimeout bounds the direct creation of the first slice; the
+// helper's controller publishes it anyway, a second later.
+const firstSliceTimeout = 5 * time.Second
+
+// firstSlice creates the node's slice of the devices the first pass
+// found, unless the node has one (firstslice.go). A failure is logged
+// and left to the helper's controller, which retries.
+func (d *Driver) firstSlice(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, firstSliceTimeout)
+	defer cancel()
+	d.mu.Lock()
+	devices := slices.Clone(d.inv.Devices)
+	d.mu.Unlock()
+	name, err := d.createFirstSlice(ctx, devices)
+	switch {
+	case err != nil:
+		d.log.WithError(err).Warn("cannot create the first ResourceSlice; the ResourceSlice controller publishes it")
+	case name != "":
+		d.trace.mark("ResourceSlice created")
+		log := d.log.WithFields(logrus.Fields{"slice": name, "devices": len(devices)})
+		if d.trace != nil {
+			log = log.WithField("sinceStartMs", ms(d.trace.since()))
+		}
+		log.Info("ResourceSlice created")
+	default:
+		d.log.Debug("the node has a ResourceSlice of this driver; the ResourceSlice controller updates it")
+	}
 }
 
 // HandleError is called by the helper for background errors. Errors the
@@ -368,6 +416,12 @@ func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 // the others are still prepared. A checkpoint that cannot be read or
 // saved fails the call (see claimStore); the kubelet retries it.
 func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	start := time.Now()
+	defer func() {
+		if d.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+			d.log.WithFields(logrus.Fields{"claims": len(claims), "us": time.Since(start).Microseconds()}).Debug("PrepareResourceClaims done")
+		}
+	}()
 	d.mu.Lock()
 	inv := d.inv
 	d.mu.Unlock()

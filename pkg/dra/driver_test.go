@@ -2,12 +2,14 @@ package dra
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,8 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -56,7 +60,21 @@ type env struct {
 }
 
 func fakeClient() *fake.Clientset {
-	return fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
+	c := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
+	generateNames(c)
+	return c
+}
+
+// generateNames makes the fake client name a created object from its
+// GenerateName, as the API server does (the fake stores it nameless).
+func generateNames(c *fake.Clientset) {
+	var n atomic.Int64
+	c.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if o, ok := a.(k8stesting.CreateAction).GetObject().(metav1.Object); ok && o.GetName() == "" && o.GetGenerateName() != "" {
+			o.SetName(fmt.Sprintf("%sgen%d", o.GetGenerateName(), n.Add(1)))
+		}
+		return false, nil, nil
+	})
 }
 
 // start runs a Driver on data and reg with pools published, registers it
