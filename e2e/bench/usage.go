@@ -1,12 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -376,21 +375,9 @@ func usageScans(url string) (int, error) {
 	return int(v), nil
 }
 
+// scrape reads an agent's /metrics.
 func scrape(url string) (harness.Metrics, error) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return harness.ParseMetrics(string(body))
+	return harness.ScrapeMetrics(context.Background(), url, 5*time.Second)
 }
 
 // freeLoopbackAddr is a loopback address with a port free at the time of

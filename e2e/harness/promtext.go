@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -13,6 +15,15 @@ import (
 // the Prometheus client libraries' own parser: the one reader of metrics
 // in the e2e (the kubelet's, and every dri-cdi daemon's).
 type Metrics map[string]*dto.MetricFamily
+
+// ScrapeMetrics GETs a /metrics url within timeout and parses it.
+func ScrapeMetrics(ctx context.Context, url string, timeout time.Duration) (Metrics, error) {
+	body, err := httpGet(ctx, url, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMetrics(string(body))
+}
 
 // ParseMetrics parses a /metrics answer.
 func ParseMetrics(body string) (Metrics, error) {

@@ -695,11 +695,7 @@ func (s *Soak) snapshot(ctx context.Context) (*SoakSnapshot, error) {
 }
 
 func daemonMetrics(ctx context.Context, ip string, port int) (Metrics, error) {
-	body, err := httpGet(ctx, fmt.Sprintf("http://%s:%d/metrics", ip, port), 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	return ParseMetrics(string(body))
+	return ScrapeMetrics(ctx, fmt.Sprintf("http://%s:%d/metrics", ip, port), 10*time.Second)
 }
 
 // checkLeaks waits for the node to come back to its baseline, then
