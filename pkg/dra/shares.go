@@ -35,14 +35,15 @@ const sharesDroppedMessage = "the API server dropped allowMultipleAllocations an
 	"ResourceSlice (it does not serve DRA consumable capacity: the DRAConsumableCapacity feature gate is off, or the " +
 	"API server is older than the plugin); pools with shares are published as exclusive cards instead, one claim per card"
 
-// shareable reports whether inv has a card published with shares.
-func (inv Inventory) shareable() bool {
-	for _, d := range inv.Devices {
-		if d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
-			return true
+// shared returns the names of inv's devices published with shares.
+func (inv Inventory) shared() map[string]bool {
+	names := map[string]bool{}
+	for name, dev := range inv.ByName {
+		if dev.Shares > 0 {
+			names[name] = true
 		}
 	}
-	return false
+	return names
 }
 
 // withoutShares is pools with every pool's shares cleared.
@@ -57,16 +58,14 @@ func withoutShares(pools []config.Pool) []config.Pool {
 // checkSharesKept starts, once, the read-back of the slice after a
 // publish that had a shareable card. Callers hold d.mu.
 func (d *Driver) checkSharesKept() {
-	if d.sharesChecked || !d.inv.shareable() {
+	if d.sharesChecked {
+		return
+	}
+	names := d.inv.shared()
+	if len(names) == 0 {
 		return
 	}
 	d.sharesChecked = true
-	names := map[string]bool{}
-	for _, dev := range d.inv.Devices {
-		if dev.AllowMultipleAllocations != nil && *dev.AllowMultipleAllocations {
-			names[dev.Name] = true
-		}
-	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), sharesCheckFor)
 		defer cancel()

@@ -237,7 +237,7 @@ func TestSharesKeptByTheAPIServer(t *testing.T) {
 	require.Equal(t, "share-a", got["uid-a"].Devices[0].GetShareId())
 	require.Equal(t, "share-b", got["uid-b"].Devices[0].GetShareId())
 	// The check ran and found the shares: they stay.
-	require.Never(t, func() bool { return !e.d.currentInventory().shareable() }, 2*sharesCheckEvery, 50*time.Millisecond)
+	require.Never(t, func() bool { return !e.d.currentInventory().publishesShares() }, 2*sharesCheckEvery, 50*time.Millisecond)
 }
 
 // An API server that drops the fields it does not know (what one without
@@ -264,7 +264,7 @@ func TestSharesDroppedByTheAPIServerFallBackToExclusive(t *testing.T) {
 	client.PrependReactor("create", "resourceslices", strip)
 	client.PrependReactor("update", "resourceslices", strip)
 	e := start(t, kubelettest.ShortDir(t), kubelettest.ShortDir(t), client, "", sharedPools(t, 2), nil)
-	require.Eventually(t, func() bool { return !e.d.currentInventory().shareable() }, 30*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return !e.d.currentInventory().publishesShares() }, 30*time.Second, 10*time.Millisecond,
 		"the plugin must stop publishing shares the API server drops")
 	require.Equal(t, 0, e.d.currentInventory().ByName["pci-0000-01-00-0"].Shares)
 	a := e.claim("a", "uid-a", share("gpu", "pci-0000-01-00-0", "share-a", 1))
@@ -273,7 +273,7 @@ func TestSharesDroppedByTheAPIServerFallBackToExclusive(t *testing.T) {
 
 	// The loop's next pass keeps the fallback.
 	require.NoError(t, e.d.Update(sharedPools(t, 2), nil))
-	require.False(t, e.d.currentInventory().shareable())
+	require.False(t, e.d.currentInventory().publishesShares())
 }
 
 // currentInventory is the devices of the last pass, as published.
@@ -281,4 +281,15 @@ func (d *Driver) currentInventory() Inventory {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.inv
+}
+
+// publishesShares reports whether a device of inv is published with
+// allowMultipleAllocations.
+func (inv Inventory) publishesShares() bool {
+	for _, d := range inv.Devices {
+		if d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
+			return true
+		}
+	}
+	return false
 }
