@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/atomicfile"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
 
 // FileMode is the mode of every spec file: runtimes and operators read
@@ -69,9 +69,7 @@ func NewWriter(dir, kind string, opts ...Option) (*Writer, error) {
 		o(w)
 	}
 	if w.log == nil {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		w.log = logrus.NewEntry(l)
+		w.log = logging.Discard()
 	}
 	w.log = w.log.WithFields(logrus.Fields{"cdiDir": dir, "cdiKind": kind})
 	return w, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/dpapi"
+	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/watch"
 )
 
@@ -114,9 +115,7 @@ func NewManager(opts Options) (*Manager, error) {
 		opts.StopTimeout = DefaultStopTimeout
 	}
 	if opts.Log == nil {
-		l := logrus.New()
-		l.SetOutput(noWriter{})
-		opts.Log = logrus.NewEntry(l)
+		opts.Log = logging.Discard()
 	}
 	return &Manager{
 		opts:    opts,
@@ -125,10 +124,6 @@ func NewManager(opts Options) (*Manager, error) {
 		kick:    make(chan struct{}, 1),
 	}, nil
 }
-
-type noWriter struct{}
-
-func (noWriter) Write(b []byte) (int, error) { return len(b), nil }
 
 // SocketPath returns the socket the resource is (or will be) served on:
 // dri-cdi-<resource with unsafe characters as _>-<instance>.sock in the

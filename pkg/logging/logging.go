@@ -1,7 +1,8 @@
 // Package logging builds the process logger. Only mains call it; every
-// component receives a *logrus.Entry with its own fields. Its subpackage
-// klogbridge routes klog (client-go, the Kubernetes helpers) into that
-// logger, for the one daemon that links klog.
+// component receives a *logrus.Entry with its own fields (Discard when
+// its caller gives none). Its subpackage klogbridge routes klog
+// (client-go, the Kubernetes helpers) into that logger, for the one
+// daemon that links klog.
 package logging
 
 import (
@@ -60,3 +61,11 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 
 // New returns the logger the flags ask for, writing to w.
 func (f Flags) New(w io.Writer) (*logrus.Logger, error) { return New(w, f.Format, f.Level) }
+
+// Discard is a logger that writes nothing: the default of a component
+// whose options name no logger.
+func Discard() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return logrus.NewEntry(l)
+}

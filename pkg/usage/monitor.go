@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
+	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
 
 // Defaults of Options.
@@ -82,9 +83,7 @@ func NewMonitor(o Options) *Monitor {
 		o.IdleAfter = DefaultIdleAfter
 	}
 	if o.Log == nil {
-		l := logrus.New()
-		l.SetOutput(discard{})
-		o.Log = logrus.NewEntry(l)
+		o.Log = logging.Discard()
 	}
 	return &Monitor{
 		reader: NewReader(o.ProcRoot), cardsOf: o.Cards, namer: o.Namer,
@@ -92,10 +91,6 @@ func NewMonitor(o Options) *Monitor {
 		series: map[seriesKey]*series{},
 	}
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // Snapshot returns the last completed scan, nil before the first.
 func (m *Monitor) Snapshot() *Snapshot { return m.last.Load() }
