@@ -99,12 +99,7 @@ func TestFluxExample(t *testing.T) {
 // know fails the test (the cluster e2e checks the example against Argo
 // CD's CRD schema).
 type argoApplication struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-	} `json:"metadata"`
+	namespacedHead
 	Spec struct {
 		Project string `json:"project"`
 		Source  struct {

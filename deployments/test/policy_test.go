@@ -48,15 +48,21 @@ func yamlDocs(t *testing.T, file string) [][]byte {
 	return bytes.Split(raw, []byte("\n---\n"))
 }
 
-// kyvernoException is a kyverno.io/v2 PolicyException, the fields the
-// recipe uses; decoded strictly.
-type kyvernoException struct {
+// namespacedHead is the type and name of a namespaced object the
+// recipes ship, embedded in the structs they are decoded strictly into.
+type namespacedHead struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
 		Name      string `json:"name"`
 		Namespace string `json:"namespace"`
 	} `json:"metadata"`
+}
+
+// kyvernoException is a kyverno.io/v2 PolicyException, the fields the
+// recipe uses; decoded strictly.
+type kyvernoException struct {
+	namespacedHead
 	Spec struct {
 		Background bool `json:"background"`
 		Exceptions []struct {
@@ -77,12 +83,7 @@ type kyvernoException struct {
 
 // celException is a policies.kyverno.io/v1 PolicyException.
 type celException struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-	} `json:"metadata"`
+	namespacedHead
 	Spec struct {
 		PolicyRefs []struct {
 			Kind string `json:"kind"`
