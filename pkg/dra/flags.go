@@ -6,6 +6,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
 // NewFlagSet returns the command line of dri-cdi-dra: its flags write
@@ -19,6 +20,8 @@ func NewFlagSet(o *RunOptions, log *logging.Flags) *flag.FlagSet {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster service account)")
 	fs.StringVar(&o.PluginDataDir, "plugin-data-dir", DefaultPluginDataDir, "directory for dra.sock and the checkpoint; same path on the host")
 	fs.StringVar(&o.RegistrarDir, "registrar-dir", DefaultRegistrarDir, "kubelet plugin registration directory; same path on the host")
+	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", podresources.DefaultSocket,
+		"kubelet PodResources socket; with --usage, read once per scan to attribute each container's use of a card to its claims")
 	agent.RegisterCardFlags(fs, &o.Agent, ":9472")
 	log.Register(fs)
 	flagenv.Usage(fs, flagenv.Prefix)
