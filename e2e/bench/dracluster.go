@@ -78,11 +78,7 @@ func (b *bench) draStartToSlice(ctx context.Context, c *harness.Cluster, cards i
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%w (run make build)", err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("cluster kubeconfig: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := clusterClient(c)
 	if err != nil {
 		return err
 	}
@@ -147,6 +143,15 @@ func (b *bench) draStartToSlice(ctx context.Context, c *harness.Cluster, cards i
 		"bin/dri-cdi-dra started as a host process on the real cluster's node (%d fake cards, its kubelet v1.37.2, the API server v1.37.2) "+
 			"until the bench's watch on the node's ResourceSlices of %s receives one listing every card; the node's slices deleted before each "+
 			"start; %d starts after one warm-up", cards, dra.DriverName, draStartReps))
+}
+
+// clusterClient is a client of c's API server as its admin.
+func clusterClient(c *harness.Cluster) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("cluster kubeconfig: %w", err)
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 // waitSlice returns when w sent a slice with cards devices.

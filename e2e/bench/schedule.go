@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dri-cdi/dri-cdi/e2e/harness"
@@ -94,11 +93,7 @@ func (b *bench) schedulePlacement(ctx context.Context, suite *harness.Suite) err
 			return fmt.Errorf("template %s: %w: %s", templates[arm], err, out)
 		}
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("cluster kubeconfig: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := clusterClient(c)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -47,22 +46,10 @@ func claimSeriesOf(t *testing.T, body, name string) map[string][]claimSeries {
 // claim and share ID, next to what the share was promised (one of two:
 // half the card), and dri-cdi top reading those metrics shows the same.
 func TestClusterDRAShareUsage(t *testing.T) {
-	ctx := context.Background()
 	c, gpu, proc, bundles, render := startUsageCluster(t, "dra-share-usage")
 
 	requireStep(t, "DRANodeWithSharesAndUsage", func(t *testing.T) {
-		require.NoError(t, c.RequireDRA(ctx))
-		require.NoError(t, c.LabelNode(ctx, draModeLabel, "dra"))
-		base, err := c.WriteDRAOverlayWith(filepath.Join(c.Dir, "overlay-dra"), harness.OverlayOptions{Config: sharesConfig})
-		require.NoError(t, err)
-		overlay := writeUsageOverlay(t, c, base, draDaemonSet, "dra", proc.Root, bundles)
-		kubectl(t, c, "apply", "-k", overlay)
-		t.Cleanup(func() {
-			if t.Failed() {
-				logPodContainers(t, c, driCDINamespace, draPods)
-			}
-		})
-		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
+		deployDRAUsage(t, c, harness.OverlayOptions{Config: sharesConfig}, proc, bundles)
 		d := sliceDevice(t, waitSlice(t, c, 1), gpu)
 		require.True(t, d.AllowMultipleAllocations)
 	})
