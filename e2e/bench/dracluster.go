@@ -44,10 +44,11 @@ func kubeletPrepare(ctx context.Context, n *harness.Node) (sum, count float64, e
 	return sum, count, err
 }
 
-// prepareSample is the kubelet's time of the one NodePrepareResources
-// between two reads of kubeletPrepare, and false when there was not
-// exactly one.
-func prepareSample(sum0, n0, sum1, n1 float64) (time.Duration, bool) {
+// oneSample is the growth of a histogram's sum (seconds) between two
+// reads as one sample: the time of the one observation between them, and
+// false when there was not exactly one (the kubelet's NodePrepareResources
+// calls, the scheduler's scheduled attempts).
+func oneSample(sum0, n0, sum1, n1 float64) (time.Duration, bool) {
 	if n1-n0 != 1 {
 		return 0, false
 	}
@@ -290,7 +291,7 @@ func (b *bench) draPrepareBreakdown(ctx context.Context, c *harness.Cluster) err
 		if err != nil {
 			return err
 		}
-		if d, ok := prepareSample(sum0, n0, sum1, n1); ok && j > 0 {
+		if d, ok := oneSample(sum0, n0, sum1, n1); ok && j > 0 {
 			kubelet = append(kubelet, d)
 		}
 	}

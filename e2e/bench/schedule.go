@@ -224,7 +224,8 @@ func (s *scheduling) place(ctx context.Context, name, template string) (time.Dur
 			return 0, false, err
 		}
 		if n1 > n0 {
-			return time.Duration((sum1 - sum0) * float64(time.Second)), n1-n0 == 1, nil
+			d, ok := oneSample(sum0, n0, sum1, n1)
+			return d, ok, nil
 		}
 		if time.Now().After(deadline) {
 			return 0, false, fmt.Errorf("pod %s placed, but the scheduler counted no scheduled attempt within 10s", name)
