@@ -22,9 +22,9 @@ import (
 // one real single-node cluster with the DRA DaemonSet: one card of a pool
 // with shares (its own PCI device ID, so a pool can take it alone) and
 // as many cards of the default, exclusive i915 pool as a block has pods.
-// A block creates its pods one at a time, each with a claim from a
-// template asking for one device of its arm's pool, and keeps them
-// until the block ends: the k-th claim of a block is placed next to k-1
+// A block creates its pods one at a time (the next once the last runs),
+// each with a claim from a template asking for one device of its arm's
+// pool, and keeps them until the block ends: the k-th claim of a block is placed next to k-1
 // allocations of its pool in both arms (k-1 shares of the one card, or
 // k-1 of the exclusive cards held). The time is the scheduler's own:
 // the growth of kube-scheduler's scheduling_attempt_duration_seconds_sum
@@ -55,7 +55,9 @@ func schedConfig(shares int) string {
 // dra_schedule_shared_p50_us, dra_schedule_exclusive_p50_us and
 // dra_schedule_shared_vs_exclusive_ratio.
 func (b *bench) schedulePlacement(ctx context.Context, suite *harness.Suite) error {
-	blocks, per := b.cfg.clusterBlocks, b.cfg.clusterPodsPerBlock
+	// Twice the pod start's blocks: a placement takes tens of ms, and its
+	// spread is wide.
+	blocks, per := 2*b.cfg.clusterBlocks, b.cfg.clusterPodsPerBlock
 	shared := harness.IntelGPU(0)
 	shared.Device = schedSharedDeviceID
 	gpus := []drmtest.GPU{shared}
@@ -218,19 +220,38 @@ func (s *scheduling) place(ctx context.Context, name, template string) (time.Dur
 	// The scheduler counts the attempt once its binding cycle returned,
 	// which races the pod's update.
 	deadline := time.Now().Add(10 * time.Second)
+	var (
+		d  time.Duration
+		ok bool
+	)
 	for {
 		sum1, n1, err := s.scheduled(ctx)
 		if err != nil {
 			return 0, false, err
 		}
 		if n1 > n0 {
-			d, ok := oneSample(sum0, n0, sum1, n1)
-			return d, ok, nil
+			d, ok = oneSample(sum0, n0, sum1, n1)
+			break
 		}
 		if time.Now().After(deadline) {
 			return 0, false, fmt.Errorf("pod %s placed, but the scheduler counted no scheduled attempt within 10s", name)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The next pod is placed once this one runs, not while the kubelet
+	// starts it on the same two cores.
+	for {
+		select {
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return 0, false, errors.New("the pod watch ended")
+			}
+			if p, isPod := ev.Object.(*corev1.Pod); isPod && p.Status.Phase == corev1.PodRunning {
+				return d, ok, nil
+			}
+		case <-timeout.C:
+			return 0, false, fmt.Errorf("pod %s not running within 1m", name)
+		}
 	}
 }
 
