@@ -12,7 +12,6 @@ import (
 // before devices recorded their resource: one claim on 0000:03:00.0.
 const oldCheckpoint = "testdata/checkpoint-v1.json"
 
-
 // copyCheckpoint copies src to a fresh CheckpointFile and returns its path.
 func copyCheckpoint(t *testing.T, src string) string {
 	t.Helper()
@@ -52,7 +51,3 @@ func TestCheckpointOfAnEarlierVersionLoads(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"0000:03:00.0": "", "0000:00:02.0": "dri-cdi.dev/i915"}, held)
 }
-
-
-
-

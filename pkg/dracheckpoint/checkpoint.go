@@ -59,8 +59,8 @@ type Device struct {
 // restart of this plugin, or through another instance during a rolling
 // update, so everything unprepare and a repeated prepare need is here.
 type Claim struct {
-	Namespace string           `json:"namespace"`
-	Name      string           `json:"name"`
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
 	Devices   []Device `json:"devices"`
 }
 
