@@ -16,6 +16,10 @@ import (
 // File is the name of the checkpoint in the DRA plugin's data dir.
 const File = "checkpoint.json"
 
+// DefaultPath is File in the DRA plugin's default data dir (the
+// kubelet's plugins dir and the driver name), where dri-cdi-nri reads it.
+const DefaultPath = "/var/lib/kubelet/plugins/dri-cdi.dev/" + File
+
 // checkpointVersion is the format version; a file of another version is
 // refused, never half read.
 const checkpointVersion = 1
