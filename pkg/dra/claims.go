@@ -205,6 +205,9 @@ type cardUse struct {
 	// which consumes Shares of the card's Capacity shares.
 	ShareID          string
 	Shares, Capacity int64
+	// Memory is the device memory in bytes the share consumes, 0 when
+	// it asked for none.
+	Memory int64
 }
 
 // conflict returns why u cannot have its card: the claims that hold it,

@@ -150,3 +150,37 @@ func TestCheckpointAdminAccessIsChecked(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cp.FullChecksum, fullOld, "a reader without the field computes the same sum")
 }
+
+// Memory is outside the frozen checksums, so the previous version reads
+// a file this one wrote, and inside ClaimsChecksum, so an edit of it is
+// caught.
+func TestCheckpointMemoryIsChecked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), File)
+	claims := map[string]Claim{"uid-1": {Namespace: "ns", Name: "share", Devices: []Device{
+		{Request: "gpu", Pool: "node", Device: "pci-0000-03-00-0", Card: "0000:03:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
+			Resource: "dri-cdi.dev/xe", ShareID: "s-1", Shares: 1, Memory: 4 << 30}}}}
+	require.NoError(t, Save(path, claims))
+	got, err := Load(path)
+	require.NoError(t, err)
+	require.Equal(t, claims, got)
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var cp struct {
+		Claims                 map[string]Claim
+		Checksum, FullChecksum string
+	}
+	require.NoError(t, json.Unmarshal(data, &cp))
+	without := cp.Claims["uid-1"]
+	without.Devices = slices.Clone(without.Devices)
+	without.Devices[0].Memory, without.Devices[0].ShareID, without.Devices[0].Shares = 0, "", 0
+	full, err := claimsSum(map[string]Claim{"uid-1": without}, false)
+	require.NoError(t, err)
+	require.Equal(t, cp.FullChecksum, full, "a reader without the field computes the same sum")
+
+	edited := strings.Replace(string(data), `"memory":4294967296`, `"memory":8589934592`, 1)
+	require.NotEqual(t, string(data), edited)
+	require.NoError(t, os.WriteFile(path, []byte(edited), 0o600))
+	_, err = Load(path)
+	require.EqualError(t, err, fmt.Sprintf("checkpoint %q is corrupt: checksum mismatch", path))
+}
