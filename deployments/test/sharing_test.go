@@ -124,7 +124,7 @@ func TestDRASharesExample(t *testing.T) {
 		require.Empty(t, tmpl.Namespace, "the templates are applied in the apps' namespace")
 		templates[tmpl.Name] = tmpl
 	}
-	require.Len(t, templates, 3)
+	require.Len(t, templates, 4)
 	classes := map[string]bool{}
 	for _, o := range overlay.objs {
 		if c, ok := o.(*resourcev1.DeviceClass); ok {
@@ -147,6 +147,13 @@ func TestDRASharesExample(t *testing.T) {
 	q, ok := whole[0].Exactly.Capacity.Requests[sharesCapacity]
 	require.True(t, ok, "the whole card asks for the capacity the devices publish, by its name %q", sharesCapacity)
 	require.Equal(t, int64(shares), q.Value(), "the whole card is all of the pool's shares")
+
+	mem := templates["gpu-share-2gi"].Spec.Spec.Devices.Requests
+	require.Len(t, mem, 1)
+	require.NotNil(t, mem[0].Exactly.Capacity)
+	q, ok = mem[0].Exactly.Capacity.Requests["memory"]
+	require.True(t, ok, "the memory share asks for the capacity the devices publish, by its name memory")
+	require.Equal(t, int64(2<<30), q.Value())
 
 	two := templates["gpu-share-on-two-cards"].Spec.Spec.Devices
 	require.Len(t, two.Requests, 2)
