@@ -8,6 +8,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dri-cdi/dri-cdi/pkg/dmem/dmemtest"
 	"github.com/dri-cdi/dri-cdi/pkg/dracheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources/podresourcestest"
@@ -44,23 +45,11 @@ func cgroupsPath(p string) ctrOpt {
 	}
 }
 
-// cgroupTree writes a fake cgroup root: files by path relative to it.
-func cgroupTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		require.NoError(t, os.WriteFile(full, []byte(c), 0o644))
-	}
-	return root
-}
-
 // cgroupV2WithDmem is a cgroup v2 root whose kernel has dmem, where cardA
 // has no region (an iGPU), cardB has two VRAM regions (an xe card with
 // two tiles), and the pod's cgroup delegates dmem to its containers.
 func cgroupV2WithDmem(t *testing.T) string {
-	return cgroupTree(t, map[string]string{
+	return dmemtest.Root(t, map[string]string{
 		"cgroup.controllers":                "cpuset cpu io memory hugetlb pids rdma misc dmem\n",
 		"dmem.capacity":                     "drm/" + cardB + "/vram0 12884901888\ndrm/" + cardB + "/vram1 4294967296\n",
 		podCgrp + "/cgroup.subtree_control": "cpu memory pids dmem\n",
@@ -70,13 +59,13 @@ func cgroupV2WithDmem(t *testing.T) string {
 
 func TestCreateContainerMemoryLimits(t *testing.T) {
 	v2 := cgroupV2WithDmem(t)
-	oneRegion := cgroupTree(t, map[string]string{
+	oneRegion := dmemtest.Root(t, map[string]string{
 		"cgroup.controllers":                "cpu memory dmem\n",
 		"dmem.capacity":                     "drm/" + cardB + "/vram 8589934592\n",
 		podCgrp + "/cgroup.subtree_control": "dmem\n",
 	})
-	v2NoDmem := cgroupTree(t, map[string]string{"cgroup.controllers": "cpu memory pids\n", podCgrp + "/cgroup.subtree_control": "cpu\n"})
-	v1 := cgroupTree(t, map[string]string{"memory/tasks": "", "devices/tasks": ""})
+	v2NoDmem := dmemtest.Root(t, map[string]string{"cgroup.controllers": "cpu memory pids\n", podCgrp + "/cgroup.subtree_control": "cpu\n"})
+	v1 := dmemtest.Root(t, map[string]string{"memory/tasks": "", "devices/tasks": ""})
 
 	shareB := share("gpu", cardB, "share-b")
 	shareA := share("igpu", cardA, "share-a")
@@ -109,7 +98,7 @@ func TestCreateContainerMemoryLimits(t *testing.T) {
 			want: map[string]string{"dmem.max": "drm/" + cardB + "/vram0 3221225472\ndrm/" + cardB + "/vram1 1073741824"},
 		},
 		"systemd cgroups path": {
-			root: cgroupTree(t, map[string]string{
+			root: dmemtest.Root(t, map[string]string{
 				"cgroup.controllers": "dmem\n", "dmem.capacity": "drm/" + cardB + "/vram 8589934592\n",
 				"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-poddmem.slice/cgroup.subtree_control": "dmem memory\n",
 			}),
@@ -192,7 +181,7 @@ func TestUnenforceableMemoryLimitLoggedOnce(t *testing.T) {
 	cp := filepath.Join(dir, dracheckpoint.File)
 	d := share("gpu", cardB, "share-b")
 	require.NoError(t, dracheckpoint.Save(cp, map[string]dracheckpoint.Claim{"uid-b": prepared(d, cardB, gib)}))
-	r := newRig(t, withMemory(&memoryConfig{draCheckpoint: cp, cgroupRoot: cgroupTree(t, map[string]string{"memory/tasks": ""})}))
+	r := newRig(t, withMemory(&memoryConfig{draCheckpoint: cp, cgroupRoot: dmemtest.Root(t, map[string]string{"memory/tasks": ""})}))
 	r.start()
 	r.kubelet.SetPod("default", "dra", map[string]podresourcestest.Container{"app": {}})
 	r.kubelet.SetClaims("default", "dra", map[string][]podresources.ClaimDevice{"app": {d}})

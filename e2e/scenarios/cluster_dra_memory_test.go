@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,11 +23,13 @@ drm/0000:00:03.0/vram0 6442450944
 drm/0000:00:03.0/vram1 2147483648
 `
 
-// memoryTemplates ask for one share with an amount of device memory.
-const memoryTemplates = `apiVersion: resource.k8s.io/v1
+// memoryTemplate is a ResourceClaimTemplate for one share with amount
+// of device memory.
+func memoryTemplate(name, amount string) string {
+	return `apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata:
-  name: gpu-6gi
+  name: ` + name + `
 spec:
   spec:
     devices:
@@ -38,23 +39,8 @@ spec:
           deviceClassName: gpu.dri-cdi.dev
           capacity:
             requests:
-              memory: 6Gi
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: gpu-3gi
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.dri-cdi.dev
-          capacity:
-            requests:
-              memory: 3Gi
-`
+              memory: ` + amount + "\n"
+}
 
 // TestClusterDRAMemory: shared cards with dmem regions publish their
 // memory, the scheduler places a claim for an amount of memory only on a
@@ -69,18 +55,7 @@ func TestClusterDRAMemory(t *testing.T) {
 	renders := []string{harness.RenderPath(small), harness.RenderPath(big)}
 
 	requireStep(t, "DRAOverlayWithDmemRegions", func(t *testing.T) {
-		require.NoError(t, c.RequireDRA(ctx))
-		require.NoError(t, c.LabelNode(ctx, draModeLabel, "dra"))
-		overlay, err := c.WriteDRAOverlayWith(filepath.Join(c.Dir, "overlay-dra"),
-			harness.OverlayOptions{Config: sharesConfig, DmemCapacity: memoryDmemCapacity})
-		require.NoError(t, err)
-		kubectl(t, c, "apply", "-k", overlay)
-		t.Cleanup(func() {
-			if t.Failed() {
-				logPodContainers(t, c, driCDINamespace, draPods)
-			}
-		})
-		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
+		applyDRAOverlay(t, c, harness.OverlayOptions{Config: sharesConfig, DmemCapacity: memoryDmemCapacity})
 	})
 
 	requireStep(t, "SlicePublishesEachCardsMemory", func(t *testing.T) {
@@ -91,7 +66,8 @@ func TestClusterDRAMemory(t *testing.T) {
 
 	var bigClaim harness.Claim
 	requireStep(t, "MemoryClaimsGoWhereTheMemoryIs", func(t *testing.T) {
-		apply(t, c, memoryTemplates)
+		apply(t, c, memoryTemplate("gpu-6gi", "6Gi"))
+		apply(t, c, memoryTemplate("gpu-3gi", "3Gi"))
 		devs := waitSlice(t, c, 2)
 
 		// 6 GiB fits only the 8 GiB card.

@@ -1,38 +1,26 @@
 package dmem
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-)
 
-// writeTree creates files (path relative to root → content) under a new
-// root and returns it.
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		require.NoError(t, os.WriteFile(full, []byte(c), 0o644))
-	}
-	return root
-}
+	"github.com/dri-cdi/dri-cdi/pkg/dmem/dmemtest"
+)
 
 const capacity = "drm/0000:03:00.0/vram0 8589934592\ndrm/0000:03:00.0/vram1 4294967296\ndrm/0000:04:00.0/vram 17179869184\n"
 
 func TestReadHost(t *testing.T) {
 	t.Run("cgroup v1", func(t *testing.T) {
-		h, err := ReadHost(writeTree(t, map[string]string{"memory/tasks": ""}))
+		h, err := ReadHost(dmemtest.Root(t, map[string]string{"memory/tasks": ""}))
 		require.NoError(t, err)
 		require.False(t, h.V2)
 		_, why := h.CardEnforceable("0000:03:00.0")
 		require.Equal(t, ReasonCgroupV1, why.Reason)
 	})
 	t.Run("v2 without dmem", func(t *testing.T) {
-		h, err := ReadHost(writeTree(t, map[string]string{controllersFile: "cpu memory pids\n"}))
+		h, err := ReadHost(dmemtest.Root(t, map[string]string{controllersFile: "cpu memory pids\n"}))
 		require.NoError(t, err)
 		require.True(t, h.V2)
 		require.False(t, h.Controller)
@@ -40,7 +28,7 @@ func TestReadHost(t *testing.T) {
 		require.Equal(t, ReasonNoController, why.Reason)
 	})
 	t.Run("dmem", func(t *testing.T) {
-		h, err := ReadHost(writeTree(t, map[string]string{controllersFile: "cpu dmem memory\n", CapacityFile: capacity}))
+		h, err := ReadHost(dmemtest.Root(t, map[string]string{controllersFile: "cpu dmem memory\n", CapacityFile: capacity}))
 		require.NoError(t, err)
 		require.True(t, h.Controller)
 		regions, why := h.CardEnforceable("0000:03:00.0")
@@ -51,7 +39,7 @@ func TestReadHost(t *testing.T) {
 		require.ErrorContains(t, why, "card 0000:00:02.0: device memory limit cannot be enforced (no_region)")
 	})
 	t.Run("malformed capacity", func(t *testing.T) {
-		root := writeTree(t, map[string]string{controllersFile: "dmem\n", CapacityFile: "drm/0000:03:00.0/vram0 lots\n"})
+		root := dmemtest.Root(t, map[string]string{controllersFile: "dmem\n", CapacityFile: "drm/0000:03:00.0/vram0 lots\n"})
 		_, err := ReadHost(root)
 		require.EqualError(t, err, "parse "+filepath.Join(root, CapacityFile)+`: line 1 "drm/0000:03:00.0/vram0 lots": size "lots" is not a byte count`)
 	})
@@ -77,7 +65,7 @@ func TestParentCgroup(t *testing.T) {
 }
 
 func TestDelegated(t *testing.T) {
-	root := writeTree(t, map[string]string{
+	root := dmemtest.Root(t, map[string]string{
 		controllersFile: "dmem\n", CapacityFile: capacity,
 		"kubepods/burstable/podA/" + subtreeFile:                                               "cpu memory dmem\n",
 		"kubepods/burstable/podB/" + subtreeFile:                                               "cpu memory\n",

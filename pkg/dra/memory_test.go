@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/dri-cdi/dri-cdi/pkg/dmem/dmemtest"
 )
 
 const gib = int64(1) << 30
@@ -18,11 +20,10 @@ const gib = int64(1) << 30
 // i915 card, 0000:00:02.0, registered none (an iGPU).
 func dmemRoot(t *testing.T) string {
 	t.Helper()
-	root := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpu memory dmem\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(root, "dmem.capacity"),
-		[]byte("drm/0000:01:00.0/vram0 8589934592\ndrm/0000:01:00.0/vram1 4294967296\n"), 0o644))
-	return root
+	return dmemtest.Root(t, map[string]string{
+		"cgroup.controllers": "cpu memory dmem\n",
+		"dmem.capacity":      "drm/0000:01:00.0/vram0 8589934592\ndrm/0000:01:00.0/vram1 4294967296\n",
+	})
 }
 
 // withMemoryUse adds consumed memory to a share result.

@@ -109,78 +109,65 @@ func FuzzLoadCheckpoint(f *testing.F) {
 	})
 }
 
-// AdminAccess is outside the frozen checksums, so an earlier version
+// The fields added after Resource (AdminAccess, then ShareID, Shares
+// and Memory) are outside the frozen checksums, so an earlier version
 // still reads a file this one wrote, and inside ClaimsChecksum, so an
-// edit of it is caught here.
-func TestCheckpointAdminAccessIsChecked(t *testing.T) {
-	path := filepath.Join(t.TempDir(), File)
-	claims := map[string]Claim{"uid-1": {Namespace: "ns", Name: "mon", Devices: []Device{
-		{Request: "mon", Pool: "node", Device: "pci-0000-01-00-0", Card: "0000:01:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:01:00.0"},
-			Resource: "dri-cdi.dev/i915", AdminAccess: true}}}}
-	require.NoError(t, Save(path, claims))
-	got, err := Load(path)
-	require.NoError(t, err)
-	require.Equal(t, claims, got)
-
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	edited := strings.Replace(string(data), `"adminAccess":true`, `"adminAccess":false`, 1)
-	require.NotEqual(t, string(data), edited)
-	require.NoError(t, os.WriteFile(path, []byte(edited), 0o600))
-	_, err = Load(path)
-	require.EqualError(t, err, fmt.Sprintf("checkpoint %q is corrupt: checksum mismatch", path))
-
-	// What an earlier version checks: Checksum and FullChecksum over the
-	// fields it knows, which leave AdminAccess out.
-	var cp struct {
-		Claims                 map[string]Claim
-		Checksum, FullChecksum string
+// edit of them is caught here.
+func TestCheckpointAddedFieldsAreChecked(t *testing.T) {
+	cases := map[string]struct {
+		dev        Device
+		from, to   string
+		withoutNew func(*Device)
+	}{
+		"adminAccess": {
+			dev: Device{Request: "mon", Pool: "node", Device: "pci-0000-01-00-0", Card: "0000:01:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:01:00.0"},
+				Resource: "dri-cdi.dev/i915", AdminAccess: true},
+			from: `"adminAccess":true`, to: `"adminAccess":false`,
+			withoutNew: func(d *Device) { d.AdminAccess = false },
+		},
+		"memory": {
+			dev: Device{Request: "gpu", Pool: "node", Device: "pci-0000-03-00-0", Card: "0000:03:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
+				Resource: "dri-cdi.dev/xe", ShareID: "s-1", Shares: 1, Memory: 4 << 30},
+			from: `"memory":4294967296`, to: `"memory":8589934592`,
+			withoutNew: func(d *Device) { d.ShareID, d.Shares, d.Memory = "", 0, 0 },
+		},
 	}
-	require.NoError(t, json.Unmarshal(data, &cp))
-	base, err := claimsSum(cp.Claims, true)
-	require.NoError(t, err)
-	full, err := claimsSum(cp.Claims, false)
-	require.NoError(t, err)
-	require.Equal(t, cp.Checksum, base)
-	require.Equal(t, cp.FullChecksum, full)
-	old := cp.Claims["uid-1"]
-	old.Devices = slices.Clone(old.Devices)
-	old.Devices[0].AdminAccess = false
-	fullOld, err := claimsSum(map[string]Claim{"uid-1": old}, false)
-	require.NoError(t, err)
-	require.Equal(t, cp.FullChecksum, fullOld, "a reader without the field computes the same sum")
-}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), File)
+			claims := map[string]Claim{"uid-1": {Namespace: "ns", Name: "c", Devices: []Device{tc.dev}}}
+			require.NoError(t, Save(path, claims))
+			got, err := Load(path)
+			require.NoError(t, err)
+			require.Equal(t, claims, got)
 
-// Memory is outside the frozen checksums, so the previous version reads
-// a file this one wrote, and inside ClaimsChecksum, so an edit of it is
-// caught.
-func TestCheckpointMemoryIsChecked(t *testing.T) {
-	path := filepath.Join(t.TempDir(), File)
-	claims := map[string]Claim{"uid-1": {Namespace: "ns", Name: "share", Devices: []Device{
-		{Request: "gpu", Pool: "node", Device: "pci-0000-03-00-0", Card: "0000:03:00.0", CDI: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
-			Resource: "dri-cdi.dev/xe", ShareID: "s-1", Shares: 1, Memory: 4 << 30}}}}
-	require.NoError(t, Save(path, claims))
-	got, err := Load(path)
-	require.NoError(t, err)
-	require.Equal(t, claims, got)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			edited := strings.Replace(string(data), tc.from, tc.to, 1)
+			require.NotEqual(t, string(data), edited)
+			require.NoError(t, os.WriteFile(path, []byte(edited), 0o600))
+			_, err = Load(path)
+			require.EqualError(t, err, fmt.Sprintf("checkpoint %q is corrupt: checksum mismatch", path))
 
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var cp struct {
-		Claims                 map[string]Claim
-		Checksum, FullChecksum string
+			// What an earlier version checks: Checksum and FullChecksum
+			// over the fields it knows, which leave the new ones out.
+			var cp struct {
+				Claims                 map[string]Claim
+				Checksum, FullChecksum string
+			}
+			require.NoError(t, json.Unmarshal(data, &cp))
+			base, err := claimsSum(cp.Claims, true)
+			require.NoError(t, err)
+			full, err := claimsSum(cp.Claims, false)
+			require.NoError(t, err)
+			require.Equal(t, cp.Checksum, base)
+			require.Equal(t, cp.FullChecksum, full)
+			old := cp.Claims["uid-1"]
+			old.Devices = slices.Clone(old.Devices)
+			tc.withoutNew(&old.Devices[0])
+			fullOld, err := claimsSum(map[string]Claim{"uid-1": old}, false)
+			require.NoError(t, err)
+			require.Equal(t, cp.FullChecksum, fullOld, "a reader without the fields computes the same sum")
+		})
 	}
-	require.NoError(t, json.Unmarshal(data, &cp))
-	without := cp.Claims["uid-1"]
-	without.Devices = slices.Clone(without.Devices)
-	without.Devices[0].Memory, without.Devices[0].ShareID, without.Devices[0].Shares = 0, "", 0
-	full, err := claimsSum(map[string]Claim{"uid-1": without}, false)
-	require.NoError(t, err)
-	require.Equal(t, cp.FullChecksum, full, "a reader without the field computes the same sum")
-
-	edited := strings.Replace(string(data), `"memory":4294967296`, `"memory":8589934592`, 1)
-	require.NotEqual(t, string(data), edited)
-	require.NoError(t, os.WriteFile(path, []byte(edited), 0o600))
-	_, err = Load(path)
-	require.EqualError(t, err, fmt.Sprintf("checkpoint %q is corrupt: checksum mismatch", path))
 }
