@@ -58,18 +58,7 @@ func TestCheckMemoryLimits(t *testing.T) {
 			}
 			rep, err := Check(context.Background(), opts)
 			require.NoError(t, err)
-			got := map[string]Result{}
-			for _, r := range rep.Results {
-				got[r.Name] = r
-			}
-			for check, status := range tc.want {
-				require.Equal(t, status, got[check].Status, "%s: %+v", check, got[check])
-			}
-			for check, texts := range tc.wantIn {
-				for _, text := range texts {
-					require.Contains(t, got[check].Message+" "+got[check].Fix, text, check)
-				}
-			}
+			requireResults(t, rep, tc.want, tc.wantIn)
 		})
 	}
 }
