@@ -197,14 +197,18 @@ func (m *memoryLimits) containerMemory(claims []podresources.ClaimDevice, grante
 
 // limits returns the dmem.max limits of the cards whose memory the node
 // can limit for this container, and why each other card's cannot. The
-// cgroup root is read only here, for a container with memory.
-func (m *memoryLimits) limits(cards []cardMemory, cgroupsPath string) ([]dmem.Limit, []*dmem.Unenforceable, error) {
-	host, err := dmem.ReadHost(m.cgroupRoot)
-	if err != nil {
-		return nil, nil, err
-	}
+// cgroup root is read only here, for a container with memory; a root
+// that cannot be read makes every card unenforceable (ReasonUnreadable).
+func (m *memoryLimits) limits(cards []cardMemory, cgroupsPath string) ([]dmem.Limit, []*dmem.Unenforceable) {
 	var out []dmem.Limit
 	var why []*dmem.Unenforceable
+	host, err := dmem.ReadHost(m.cgroupRoot)
+	if err != nil {
+		for _, c := range cards {
+			why = append(why, &dmem.Unenforceable{Card: c.card, Reason: dmem.ReasonUnreadable, Detail: err.Error()})
+		}
+		return nil, why
+	}
 	for _, c := range cards {
 		regions, u := host.CardEnforceable(c.card)
 		if u == nil {
@@ -216,7 +220,7 @@ func (m *memoryLimits) limits(cards []cardMemory, cgroupsPath string) ([]dmem.Li
 		}
 		out = append(out, dmem.Split(regions, c.bytes)...)
 	}
-	return out, why, nil
+	return out, why
 }
 
 // applyMemory adds dmem.max to adj (creating it when nil) for the
@@ -230,10 +234,7 @@ func (p *Plugin) applyMemory(adj *api.ContainerAdjustment, log *logrus.Entry, ct
 	if err != nil || len(cards) == 0 {
 		return adj, reasonUnconfirmed, err
 	}
-	limits, why, err := p.memory.limits(cards, ctr.GetLinux().GetCgroupsPath())
-	if err != nil {
-		return adj, reasonMemoryLimit, fmt.Errorf("%w: %w", ErrMemoryLimit, err)
-	}
+	limits, why := p.memory.limits(cards, ctr.GetLinux().GetCgroupsPath())
 	required := map[string]bool{}
 	for _, c := range cards {
 		required[c.card] = c.required

@@ -124,6 +124,11 @@ func TestCreateContainerMemoryLimits(t *testing.T) {
 			root: v2, ctr: ctrB(cgroupsPath("/kubepods/besteffort/podnodmem/ctr")), claims: []podresources.ClaimDevice{shareB},
 			wantReason: "not_delegated",
 		},
+		"a dmem.capacity that cannot be parsed: nothing": {
+			root: dmemtest.Root(t, map[string]string{"cgroup.controllers": "dmem\n", "dmem.capacity": "drm/" + cardB + "/vram lots\n"}),
+			ctr:  ctrB(cgroupsPath(podCgrp + "/ctr")), claims: []podresources.ClaimDevice{shareB},
+			wantReason: "unreadable",
+		},
 		"requireMemoryLimit on cgroup v1: the container fails, naming the card and the reason": {
 			root: v1, required: true, ctr: ctrB(cgroupsPath(podCgrp + "/ctr")), claims: []podresources.ClaimDevice{shareB},
 			wantReason: "cgroup_v1",

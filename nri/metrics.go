@@ -30,7 +30,7 @@ const (
 	reasonCardUnavailable = "card_unavailable"
 	reasonHostMismatch    = "host_mismatch"
 	// reasonMemoryLimit: a required device memory limit cannot be
-	// enforced, or the cgroup root cannot be read (memory.go).
+	// enforced (memory.go).
 	reasonMemoryLimit = "memory_limit"
 )
 

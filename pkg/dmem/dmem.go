@@ -54,10 +54,13 @@ const (
 	// ReasonUnknownCgroup: the container's cgroups path is empty or not
 	// one this package can place in the hierarchy.
 	ReasonUnknownCgroup = "unknown_cgroup"
+	// ReasonUnreadable: the cgroup root's files cannot be read or parsed
+	// (a malformed dmem.capacity).
+	ReasonUnreadable = "unreadable"
 )
 
 // Reasons are every reason, in a stable order.
-var Reasons = []string{ReasonCgroupV1, ReasonNoController, ReasonNoRegion, ReasonNotDelegated, ReasonUnknownCgroup}
+var Reasons = []string{ReasonCgroupV1, ReasonNoController, ReasonNoRegion, ReasonNotDelegated, ReasonUnknownCgroup, ReasonUnreadable}
 
 // Region is one dmem region of the kernel: a card's memory the
 // controller can charge and limit.
