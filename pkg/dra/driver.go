@@ -608,7 +608,7 @@ func shareOf(r resourceapi.DeviceRequestAllocationResult, dev Device) (cardUse, 
 				ErrMalformedClaim, r.Device, dev.Card, string(*r.ShareID), q.String(), dev.Memory)
 		}
 		// A zero amount is not recorded: nothing is limited to 0.
-		use.Memory = n
+		use.Memory, use.MemoryCapacity = n, dev.Memory
 	}
 	if dev.Shares == 0 {
 		return use, fmt.Errorf("%w: device %q (card %s) is allocated as share %s, but its pool has no shares on this node",

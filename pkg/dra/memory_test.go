@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/dri-cdi/dri-cdi/pkg/dmem/dmemtest"
 )
@@ -90,4 +91,29 @@ func TestPrepareRecordsShareMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(raw), `"memory":2147483648`)
 	require.NotContains(t, string(raw), `"memory":0`)
+}
+
+// Prepare checks the memory of a card's shares again, as it does their
+// number: shares whose memory adds up to more than the card publishes
+// are refused, and unpreparing one frees its memory.
+func TestShareMemoryIsCountedAtPrepare(t *testing.T) {
+	d := newSharedDriverOn(t, t.TempDir(), 3, dmemRoot(t))
+	ctx := context.Background()
+	const dev = "pci-0000-01-00-0"
+	a := allocated("a", "uid-a", withMemoryUse(share("gpu", dev, "share-a", 0), 8*gib))
+	b := allocated("b", "uid-b", withMemoryUse(share("gpu", dev, "share-b", 0), 5*gib))
+	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{a})
+	require.NoError(t, err)
+	require.NoError(t, got[a.UID].Err)
+	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{b})
+	require.NoError(t, err)
+	require.ErrorIs(t, got[b.UID].Err, ErrAlreadyInUse)
+	require.ErrorContains(t, got[b.UID].Err, "ns/a (uid-a), which hold its memory (13958643712 of 12884901888 bytes with this one)")
+
+	unprep, err := d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(a)})
+	require.NoError(t, err)
+	require.NoError(t, unprep[a.UID])
+	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{b})
+	require.NoError(t, err)
+	require.NoError(t, got[b.UID].Err)
 }
