@@ -161,3 +161,23 @@ func TestDRASharesExample(t *testing.T) {
 	require.NotNil(t, two.Constraints[0].DistinctAttribute)
 	require.Equal(t, resourcev1.FullyQualifiedName(idAttribute), *two.Constraints[0].DistinctAttribute)
 }
+
+// TestChartAcceptsRequireMemoryLimit: the chart's values schema lets a
+// pool set requireMemoryLimit, and the config it renders keeps it.
+func TestChartAcceptsRequireMemoryLimit(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	require.NoError(t, os.WriteFile(values, []byte(`dra:
+  enabled: true
+config:
+  pools:
+  - resource: dri-cdi.dev/xe
+    drivers: [xe]
+    shares: 4
+    requireMemoryLimit: true
+`), 0o644))
+	h := mustRender(t, "requireMemoryLimit values", func() ([]byte, error) { return RenderChart(chartDir, values) })
+	cfg, err := config.Parse([]byte(h.configMap(t).Data["config.yaml"]))
+	require.NoError(t, err)
+	require.Len(t, cfg.Pools, 1)
+	require.True(t, cfg.Pools[0].RequireMemoryLimit)
+}
