@@ -228,8 +228,8 @@ func shareable(d *resourceapi.Device, shares int) {
 // of inv whose card has dmem regions (the sum of their sizes), with a
 // request policy that makes a claim naming no amount take one share's
 // worth (the memory divided by the shares, in whole MiB), so that it
-// never takes all of it. A card with less than one MiB per share
-// publishes none.
+// never takes all of it. A card with less than one MiB per share, or
+// less than two MiB, publishes none (the request policy would be invalid).
 func withMemory(inv Inventory, regions []dmem.Region) Inventory {
 	if len(regions) == 0 {
 		return inv
@@ -242,7 +242,8 @@ func withMemory(inv Inventory, regions []dmem.Region) Inventory {
 		}
 		total := dmem.Total(dmem.CardRegions(regions, dev.Card))
 		perShare := total / int64(dev.Shares) / memoryStep * memoryStep
-		if perShare < memoryStep {
+		// The API server wants min + step within the capacity.
+		if perShare < memoryStep || total < 2*memoryStep {
 			continue
 		}
 		d.Capacity[CapacityMemory] = resourceapi.DeviceCapacity{
