@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/dmem"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 )
@@ -19,6 +20,8 @@ func NewFlagSet(o *RunOptions, log *logging.Flags) *flag.FlagSet {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster service account)")
 	fs.StringVar(&o.PluginDataDir, "plugin-data-dir", DefaultPluginDataDir, "directory for dra.sock and the checkpoint; same path on the host")
 	fs.StringVar(&o.RegistrarDir, "registrar-dir", DefaultRegistrarDir, "kubelet plugin registration directory; same path on the host")
+	fs.StringVar(&o.CgroupRoot, "cgroup-root", dmem.DefaultCgroupRoot,
+		"the host's cgroup v2 mount, whose dmem.capacity gives the cards of pools with shares a memory capacity")
 	agent.RegisterCardFlags(fs, &o.Agent, ":9472")
 	log.Register(fs)
 	flagenv.Usage(fs, flagenv.Prefix)

@@ -26,6 +26,8 @@ type RunOptions struct {
 	// PluginDataDir and RegistrarDir default to the helper's defaults
 	// (NewDriver, which also checks the options).
 	PluginDataDir, RegistrarDir string
+	// CgroupRoot is the host's cgroup v2 mount (dmem.capacity).
+	CgroupRoot string
 
 	// KubeClient replaces the client built from Kubeconfig (tests).
 	KubeClient kubernetes.Interface
@@ -57,7 +59,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	cfg, a := loop.Config(), o.Agent
 	d, err := NewDriver(Options{
-		NodeName: o.NodeName, Kind: cfg.Kind(), SysfsRoot: a.Roots.Sysfs,
+		NodeName: o.NodeName, Kind: cfg.Kind(), SysfsRoot: a.Roots.Sysfs, CgroupRoot: o.CgroupRoot,
 		PluginDataDir: o.PluginDataDir, RegistrarDir: o.RegistrarDir, PodUID: o.PodUID,
 		KubeClient: client, Log: a.Log.WithField("component", "dra"), Metrics: NewMetrics(loop.Metrics().Registry),
 		HelperOptions: o.HelperOptions,

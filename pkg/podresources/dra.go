@@ -15,6 +15,9 @@ type ClaimDevice struct {
 	// Driver, Pool and Device name the allocated device in its
 	// ResourceSlice.
 	Driver, Pool, Device string
+	// ShareID is the scheduler's ID of the allocation when it is a share
+	// of a device (DRA consumable capacity); empty otherwise.
+	ShareID string
 	// CDIDevices are the fully qualified CDI device names the driver's
 	// NodePrepareResources returned for the device; the kubelet hands the
 	// same names to the runtime.
@@ -62,6 +65,7 @@ func containerClaims(res *v1.PodResources, container string) []ClaimDevice {
 					Driver:    cr.GetDriverName(),
 					Pool:      cr.GetPoolName(),
 					Device:    cr.GetDeviceName(),
+					ShareID:   cr.GetShareId(),
 				}
 				for _, cdi := range cr.GetCdiDevices() {
 					d.CDIDevices = append(d.CDIDevices, cdi.GetName())

@@ -240,6 +240,9 @@ func dynamicResources(devs []podresources.ClaimDevice) []*v1.DynamicResource {
 			out = append(out, dr)
 		}
 		cr := &v1.ClaimResource{DriverName: d.Driver, PoolName: d.Pool, DeviceName: d.Device}
+		if d.ShareID != "" {
+			cr.ShareId = &d.ShareID
+		}
 		for _, name := range d.CDIDevices {
 			cr.CdiDevices = append(cr.CdiDevices, &v1.CDIDevice{Name: name})
 		}
