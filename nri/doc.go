@@ -54,6 +54,19 @@
 // the card. A card missing from the index is reloaded once first
 // (SpecIndex.Refresh).
 //
+// # Device memory
+//
+// A container whose DRA claims hold shares of cards gets, on top of the
+// nodes, the device memory limit of those shares (memory.go): the amount
+// each share was allocated comes from dri-cdi-dra's checkpoint (a
+// MemorySource, DRACheckpoint), matched by the claim, device and share
+// ID PodResources reported for the container; the limit is dmem.max in
+// the OCI unified map, set only where package dmem says the kernel will
+// take it. Elsewhere nothing is set, the reason is logged once per card
+// and counted, and a pool with requireMemoryLimit fails the container
+// (ErrMemoryLimit). Only containers with shares of our driver cause this
+// I/O.
+//
 // # hostPath misuse
 //
 // A container that asks for nothing but bind-mounts /dev/dri or

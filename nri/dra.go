@@ -13,14 +13,14 @@ import (
 )
 
 // allocation asks the kubelet what it allocated to the container: the
-// device-plugin device IDs by resource, and the cards of its DRA claims
-// of our driver.
-func (p *Plugin) allocation(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (map[string][]string, map[string]bool, error) {
+// device-plugin device IDs by resource, and the devices of its DRA
+// claims.
+func (p *Plugin) allocation(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (map[string][]string, []podresources.ClaimDevice, error) {
 	a, err := p.auth.ContainerAllocation(ctx, pod.GetNamespace(), pod.GetName(), ctr.GetName())
 	if err != nil {
 		return nil, nil, err
 	}
-	return a.Devices, claimedCards(a.Claims, p.kind), nil
+	return a.Devices, a.Claims, nil
 }
 
 // claimedCards returns the cards named by the CDI devices of our kind in

@@ -7,6 +7,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
+	"github.com/dri-cdi/dri-cdi/pkg/dmem"
+	"github.com/dri-cdi/dri-cdi/pkg/dracheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 	"github.com/dri-cdi/dri-cdi/pkg/kubeletcheckpoint"
@@ -32,6 +34,10 @@ type Options struct {
 	CDIReloadInterval time.Duration
 	// Config is the dri-cdi config file; empty: the defaults.
 	Config string
+	// DRACheckpoint is dri-cdi-dra's checkpoint, read for the device
+	// memory of shares (empty: no memory limits are set); CgroupRoot is
+	// the host's cgroup v2 mount, read for dmem.
+	DRACheckpoint, CgroupRoot string
 	// SysfsRoot is the host's sysfs, where <sysfs>/dev/char says which
 	// card holds a device number now.
 	SysfsRoot string
@@ -63,6 +69,10 @@ func NewFlagSet(o *Options, log *logging.Flags) *flag.FlagSet {
 	fs.DurationVar(&o.CDIReloadInterval, "cdi-reload-interval", DefaultReloadInterval,
 		"period of the CDI spec reload that backs the directory watch")
 	fs.StringVar(&o.Config, "config", "", "dri-cdi config file (YAML); empty: defaults")
+	fs.StringVar(&o.DRACheckpoint, "dra-checkpoint", dracheckpoint.DefaultPath,
+		"dri-cdi-dra's checkpoint, read for the device memory allocated to shares of cards (dmem.max); empty disables memory limits")
+	fs.StringVar(&o.CgroupRoot, "cgroup-root", dmem.DefaultCgroupRoot,
+		"the host's cgroup v2 mount: dmem.capacity and the containers' parent cgroups say whether a memory limit can be enforced")
 	fs.StringVar(&o.SysfsRoot, "sysfs-root", drm.DefaultRoots.Sysfs, "the host's sysfs: dev/char tells which card holds a device number now")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9471", "address of /metrics, /healthz and /readyz; empty disables")
 	log.Register(fs)

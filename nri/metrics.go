@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dri-cdi/dri-cdi/pkg/dmem"
 	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
 
@@ -28,6 +29,9 @@ const (
 	// reasonCardUnavailable and reasonHostMismatch: see identity.go.
 	reasonCardUnavailable = "card_unavailable"
 	reasonHostMismatch    = "host_mismatch"
+	// reasonMemoryLimit: a required device memory limit cannot be
+	// enforced (memory.go).
+	reasonMemoryLimit = "memory_limit"
 )
 
 // Metrics are the plugin's Prometheus metrics, in their own registry.
@@ -50,6 +54,9 @@ type Metrics struct {
 	specWatching      prometheus.Gauge
 	specWatchFailures prometheus.Counter
 	specRefreshes     prometheus.Counter
+	// device memory limits (memory.go)
+	memoryLimited       prometheus.Counter
+	memoryUnenforceable *prometheus.CounterVec
 
 	// pre-resolved children, so the request path does no label lookups
 	handlerByResult map[string]prometheus.Observer
@@ -78,14 +85,20 @@ func NewMetrics() *Metrics {
 		specWatching:      def.Gauge("cdi_watching", "1 while the CDI spec directory is watched, 0 after the watch failed to start or stopped."),
 		specWatchFailures: def.Counter("cdi_watch_failures_total", "Times the watch of the CDI spec directory failed to start or stopped."),
 		specRefreshes:     def.Counter("cdi_refreshes_total", "Reloads of the CDI spec directory because a container's allocated card was missing from the store."),
+		memoryLimited:     def.Counter("memory_limits_total", "Containers given a device memory limit (dmem.max) for their shares of cards."),
+		memoryUnenforceable: def.CounterVec("memory_limits_unenforceable_total",
+			"Cards of containers whose shares were allocated device memory that the node cannot limit, by reason.", "reason"),
 	}
 	m.handlerByResult = map[string]prometheus.Observer{}
 	for _, r := range []string{resultNone, resultVerified, resultInjected, resultDenied, resultError} {
 		m.handlerByResult[r] = m.handler.WithLabelValues(r)
 	}
 	for _, r := range []string{reasonBadRequest, reasonUnconfirmed, reasonNotAllocated, reasonUnknownCard, reasonDeviceConflict,
-		reasonCardUnavailable, reasonHostMismatch} {
+		reasonCardUnavailable, reasonHostMismatch, reasonMemoryLimit} {
 		m.errors.WithLabelValues(r)
+	}
+	for _, r := range dmem.Reasons {
+		m.memoryUnenforceable.WithLabelValues(r)
 	}
 	m.podresOK = m.podres.WithLabelValues("ok")
 	m.podresError = m.podres.WithLabelValues("error")

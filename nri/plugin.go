@@ -45,6 +45,15 @@ type Config struct {
 	// HostStat checks nodes against the host at request time; nil means
 	// StatHost.
 	HostStat HostStat
+	// Memory, when set, tells the device memory of a container's shares
+	// (the DRA checkpoint, NewDRACheckpoint), for which the plugin sets
+	// dmem.max where the node enforces it; nil sets no memory limits.
+	Memory MemorySource
+	// MemoryPolicy says which pools require the limit; nil: none.
+	MemoryPolicy MemoryPolicy
+	// CgroupRoot is the host's cgroup v2 mount, read for dmem;
+	// empty means dmem.DefaultCgroupRoot.
+	CgroupRoot string
 	// Owner, when set, also checks that the kernel registered each node's
 	// numbers for the card (SysfsOwner); nil leaves that check out.
 	Owner CharOwner
@@ -61,6 +70,7 @@ type Plugin struct {
 	metrics    *Metrics
 	log        *logrus.Entry
 	host       hostCheck
+	memory     *memoryLimits
 
 	connected atomic.Bool
 	// synced, when set, is closed by the next Synchronize: Run uses it to
@@ -98,6 +108,7 @@ func New(cfg Config) (*Plugin, error) {
 		metrics:    cfg.Metrics,
 		log:        cfg.Log,
 		host:       hostCheck{stat: cfg.HostStat, owner: cfg.Owner},
+		memory:     &memoryLimits{source: cfg.Memory, policy: cfg.MemoryPolicy, cgroupRoot: cfg.CgroupRoot},
 	}, nil
 }
 
@@ -174,7 +185,7 @@ func (p *Plugin) handle(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 
 	log := p.entry(pod, ctr)
 	start := time.Now()
-	allocated, claimed, err := p.allocation(ctx, pod, ctr)
+	allocated, claims, err := p.allocation(ctx, pod, ctr)
 	p.metrics.observePodResources(err, time.Since(start))
 	switch {
 	case errors.Is(err, podresources.ErrPodNotFound), errors.Is(err, podresources.ErrContainerNotFound):
@@ -186,7 +197,7 @@ func (p *Plugin) handle(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		return nil, resultError, p.fail(pod, ctr, reasonUnconfirmed, fmt.Errorf("%w: %w", ErrUnconfirmed, err))
 	}
 
-	dec, err := authorizeWithClaims(req, allocated, claimed, p.served)
+	dec, err := authorizeWithClaims(req, allocated, claimedCards(claims, p.kind), p.served)
 	if err != nil {
 		return nil, resultError, p.fail(pod, ctr, reasonNotAllocated, err)
 	}
@@ -215,8 +226,15 @@ func (p *Plugin) handle(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		return nil, resultError, p.fail(pod, ctr, reason, err)
 	}
 	if len(added) == 0 {
+		adj = nil
+	}
+	adj, reason, err := p.applyMemory(adj, log, ctr, claims, dec.cards)
+	if err != nil {
+		return nil, resultError, p.fail(pod, ctr, reason, err)
+	}
+	if len(added) == 0 {
 		log.WithField("cards", dec.cards).Debug("allocated cards already present")
-		return nil, resultVerified, nil
+		return adj, resultVerified, nil
 	}
 	p.metrics.injected.Inc()
 	p.metrics.nodes.Add(float64(len(added)))

@@ -59,6 +59,10 @@ func Run(ctx context.Context, o Options) error {
 	pcfg := Config{
 		Kind: conf.Kind(), Resources: conf, Authorizer: client, Devices: store, Metrics: met, Log: log,
 		HostStat: o.hostStat, Owner: sysfsOwner(o.SysfsRoot, log),
+		MemoryPolicy: conf, CgroupRoot: o.CgroupRoot,
+	}
+	if o.DRACheckpoint != "" {
+		pcfg.Memory = NewDRACheckpoint(o.DRACheckpoint)
 	}
 	// /readyz says so while the kernel's record of device numbers is out
 	// of the identity check.
@@ -93,7 +97,8 @@ func Run(ctx context.Context, o Options) error {
 	go func() { watched <- store.Watch(ctx) }()
 
 	log.WithFields(logrus.Fields{"version": version.Version, "cdiKind": conf.Kind(), "cdiDir": o.CDIDir,
-		"podResources": o.PodResourcesSocket, "kubeletCheckpoint": o.KubeletCheckpoint}).Info("starting")
+		"podResources": o.PodResourcesSocket, "kubeletCheckpoint": o.KubeletCheckpoint,
+		"draCheckpoint": o.DRACheckpoint, "cgroupRoot": o.CgroupRoot}).Info("starting")
 	err = plugin.Run(ctx, ConnectConfig{Socket: o.NRISocket, Name: o.PluginName, Index: o.PluginIndex})
 	cancel()
 	return errors.Join(err, <-watched)

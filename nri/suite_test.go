@@ -81,6 +81,22 @@ type rigOption func(*rigConfig)
 type rigConfig struct {
 	podResourcesTimeout time.Duration
 	checkpoint          bool
+	memory              *memoryConfig
+}
+
+// memoryConfig is where a rig made withMemory reads the DRA checkpoint
+// and the cgroup root, and which pools require a limit.
+type memoryConfig struct {
+	draCheckpoint, cgroupRoot string
+	required                  map[string]bool
+}
+
+func (m *memoryConfig) RequiresMemoryLimit(resource string) bool { return m.required[resource] }
+
+// withMemory gives the plugin the real DRA checkpoint reader and a
+// cgroup root.
+func withMemory(m *memoryConfig) rigOption {
+	return func(c *rigConfig) { c.memory = m }
 }
 
 // withCheckpoint gives the plugin a kubelet checkpoint reader of
@@ -128,6 +144,11 @@ func newRig(t testing.TB, opts ...rigOption) *rig {
 		Metrics:    metrics,
 		Log:        log,
 		HostStat:   specHost.stat,
+	}
+	if cfg.memory != nil {
+		pcfg.Memory = nri.NewDRACheckpoint(cfg.memory.draCheckpoint)
+		pcfg.MemoryPolicy = cfg.memory
+		pcfg.CgroupRoot = cfg.memory.cgroupRoot
 	}
 	if cfg.checkpoint {
 		pcfg.Checkpoint = kubeletcheckpoint.NewReader(r.checkpointPath(), cfg.podResourcesTimeout)
@@ -359,6 +380,13 @@ func (g *specGen) RemoveDevice(path string) {
 			return
 		}
 	}
+}
+
+func (g *specGen) AddLinuxResourcesUnified(key, val string) {
+	if g.spec.Linux.Resources.Unified == nil {
+		g.spec.Linux.Resources.Unified = map[string]string{}
+	}
+	g.spec.Linux.Resources.Unified[key] = val
 }
 
 func (g *specGen) AddLinuxResourcesDevice(allow bool, devType string, major, minor *int64, access string) {

@@ -179,6 +179,7 @@ func TestDRADaemonSet(t *testing.T) {
 					"/var/run/cdi":                         {false, corev1.HostPathDirectoryOrCreate},
 					"/var/lib/kubelet/plugins_registry":    {false, corev1.HostPathDirectory},
 					"/var/lib/kubelet/plugins/dri-cdi.dev": {false, corev1.HostPathDirectoryOrCreate},
+					"/sys/fs/cgroup":                       {true, corev1.HostPathDirectory},
 				},
 				"nri": {
 					"/var/run/nri":                   {true, corev1.HostPathDirectoryOrCreate},
@@ -186,6 +187,10 @@ func TestDRADaemonSet(t *testing.T) {
 					"/var/run/cdi":                   {true, corev1.HostPathDirectoryOrCreate},
 					"/dev/dri":                       {true, corev1.HostPathDirectoryOrCreate},
 					"/dev/accel":                     {true, corev1.HostPathDirectoryOrCreate},
+					// The DRA checkpoint (share memory) and the cgroups
+					// (dmem), read only.
+					"/var/lib/kubelet/plugins/dri-cdi.dev": {true, corev1.HostPathDirectoryOrCreate},
+					"/sys/fs/cgroup":                       {true, corev1.HostPathDirectory},
 				},
 			}
 			mounts := hostMounts(t, spec)
@@ -204,9 +209,22 @@ func TestDRANRIContainerIsTheBases(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			base := container(t, r.devicePlugin.Spec.Template.Spec, "nri").DeepCopy()
 			dra := container(t, r.dra.Spec.Template.Spec, "nri").DeepCopy()
+			// On a DRA node the NRI plugin reads the DRA plugin's
+			// checkpoint and the host's cgroups, read only, for the
+			// device memory limits of shares.
+			for _, name := range []string{"plugin-data", "host-cgroup"} {
+				i := slices.IndexFunc(dra.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == name })
+				require.GreaterOrEqual(t, i, 0, name)
+				require.True(t, dra.VolumeMounts[i].ReadOnly, name)
+			}
+			require.Contains(t, dra.Args, "--dra-checkpoint=/var/lib/kubelet/plugins/dri-cdi.dev/checkpoint.json")
 			for _, c := range []*corev1.Container{base, dra} {
-				c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--kubelet-checkpoint=") })
-				c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "device-plugins" })
+				c.Args = slices.DeleteFunc(c.Args, func(a string) bool {
+					return strings.HasPrefix(a, "--kubelet-checkpoint=") || strings.HasPrefix(a, "--dra-checkpoint=")
+				})
+				c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.Name == "device-plugins" || m.Name == "plugin-data" || m.Name == "host-cgroup"
+				})
 			}
 			require.Equal(t, base, dra)
 		})

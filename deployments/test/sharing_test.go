@@ -128,7 +128,7 @@ func TestDRASharesExample(t *testing.T) {
 		require.Empty(t, tmpl.Namespace, "the templates are applied in the apps' namespace")
 		templates[tmpl.Name] = tmpl
 	}
-	require.Len(t, templates, 3)
+	require.Len(t, templates, 4)
 	classes := map[string]bool{}
 	for _, o := range overlay.objs {
 		if c, ok := o.(*resourcev1.DeviceClass); ok {
@@ -152,11 +152,38 @@ func TestDRASharesExample(t *testing.T) {
 	require.True(t, ok, "the whole card asks for the capacity the devices publish, by its name %q", sharesCapacity)
 	require.Equal(t, int64(shares), q.Value(), "the whole card is all of the pool's shares")
 
+	mem := templates["gpu-share-2gi"].Spec.Spec.Devices.Requests
+	require.Len(t, mem, 1)
+	require.NotNil(t, mem[0].Exactly.Capacity)
+	q, ok = mem[0].Exactly.Capacity.Requests["memory"]
+	require.True(t, ok, "the memory share asks for the capacity the devices publish, by its name memory")
+	require.Equal(t, int64(2<<30), q.Value())
+
 	two := templates["gpu-share-on-two-cards"].Spec.Spec.Devices
 	require.Len(t, two.Requests, 2)
 	require.Len(t, two.Constraints, 1)
 	require.NotNil(t, two.Constraints[0].DistinctAttribute)
 	require.Equal(t, resourcev1.FullyQualifiedName(idAttribute), *two.Constraints[0].DistinctAttribute)
+}
+
+// TestChartAcceptsRequireMemoryLimit: the chart's values schema lets a
+// pool set requireMemoryLimit, and the config it renders keeps it.
+func TestChartAcceptsRequireMemoryLimit(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	require.NoError(t, os.WriteFile(values, []byte(`dra:
+  enabled: true
+config:
+  pools:
+  - resource: dri-cdi.dev/xe
+    drivers: [xe]
+    shares: 4
+    requireMemoryLimit: true
+`), 0o644))
+	h := mustRender(t, "requireMemoryLimit values", func() ([]byte, error) { return RenderChart(chartDir, values) })
+	cfg, err := config.Parse([]byte(h.configMap(t).Data["config.yaml"]))
+	require.NoError(t, err)
+	require.Len(t, cfg.Pools, 1)
+	require.True(t, cfg.Pools[0].RequireMemoryLimit)
 }
 
 // plexJellyfinExample is docs/sharing.md's Plex and Jellyfin recipe.

@@ -25,6 +25,10 @@ type OverlayOptions struct {
 	// mounted read-only into both containers at the same path: the
 	// companion nodes of a pool, which the agent must see.
 	DevPaths []string
+	// DmemCapacity, when set, is the content of a dmem.capacity the DRA
+	// plugin reads instead of the host's (DRA overlay only): it gives the
+	// node's fake cards dmem regions, so that shared cards publish memory.
+	DmemCapacity string
 }
 
 // WriteOverlay writes the e2e overlay of the repository's kustomize base

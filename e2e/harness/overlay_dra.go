@@ -49,8 +49,16 @@ func (c *Cluster) WriteDRAOverlayWith(dir string, opts OverlayOptions) (string, 
 	if err := c.writeKustomization(dpDir, base, "dri-cdi", true, opts); err != nil {
 		return "", err
 	}
+	dmemRoot := ""
+	if opts.DmemCapacity != "" {
+		dmemRoot = filepath.Join(dir, "dmem")
+		if err := writeDmemRoot(dmemRoot, opts.DmemCapacity); err != nil {
+			return "", err
+		}
+	}
 	n := c.Node
 	data := map[string]any{
+		"DmemRoot":        dmemRoot,
 		"Base":            "device-plugin",
 		"Sysfs":           n.SysfsRoot,
 		"Dev":             n.DevRoot,
@@ -67,4 +75,17 @@ func (c *Cluster) WriteDRAOverlayWith(dir string, opts OverlayOptions) (string, 
 		return "", fmt.Errorf("e2e DRA overlay: %w", err)
 	}
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), buf.Bytes(), 0o644)
+}
+
+// writeDmemRoot writes a cgroup root that offers the dmem controller and
+// lists capacity as its regions: what the DRA plugin reads of a kernel
+// with dmem.
+func writeDmemRoot(dir, capacity string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("dmem\n"), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "dmem.capacity"), []byte(capacity), 0o644)
 }

@@ -38,6 +38,25 @@ func requireUnschedulable(t *testing.T, c *harness.Cluster, pod, want string) {
 	require.Equal(t, "Pending", p.Status.Phase)
 }
 
+// applyDRAOverlay labels the node for DRA, applies the e2e DRA overlay
+// with opts and waits for the DRA DaemonSet; a failed test logs its
+// pod's containers.
+func applyDRAOverlay(t *testing.T, c *harness.Cluster, opts harness.OverlayOptions) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, c.RequireDRA(ctx))
+	require.NoError(t, c.LabelNode(ctx, draModeLabel, "dra"))
+	overlay, err := c.WriteDRAOverlayWith(filepath.Join(c.Dir, "overlay-dra"), opts)
+	require.NoError(t, err)
+	kubectl(t, c, "apply", "-k", overlay)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logPodContainers(t, c, driCDINamespace, draPods)
+		}
+	})
+	require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
+}
+
 // TestClusterDRAShares shares one card between claims through DRA
 // consumable capacity, on the real single-node cluster: a pool with
 // `shares: 2` publishes its card shareable, the scheduler places two
@@ -51,17 +70,7 @@ func TestClusterDRAShares(t *testing.T) {
 	render := harness.RenderPath(intel)
 
 	requireStep(t, "DRAOverlayWithASharedPool", func(t *testing.T) {
-		require.NoError(t, c.RequireDRA(ctx))
-		require.NoError(t, c.LabelNode(ctx, draModeLabel, "dra"))
-		overlay, err := c.WriteDRAOverlayWith(filepath.Join(c.Dir, "overlay-dra"), harness.OverlayOptions{Config: sharesConfig})
-		require.NoError(t, err)
-		kubectl(t, c, "apply", "-k", overlay)
-		t.Cleanup(func() {
-			if t.Failed() {
-				logPodContainers(t, c, driCDINamespace, draPods)
-			}
-		})
-		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
+		applyDRAOverlay(t, c, harness.OverlayOptions{Config: sharesConfig})
 	})
 
 	requireStep(t, "SliceListsTheCardOnceShareable", func(t *testing.T) {

@@ -90,6 +90,13 @@ type PoolConfig struct {
 	// more. Unset, a DRA claim gets the card exclusively. The device
 	// plugin does not use it (see Replicas).
 	Shares *int `json:"shares,omitempty"`
+	// RequireMemoryLimit makes dri-cdi-nri fail a container whose share
+	// of a card of this pool was allocated device memory that the node
+	// cannot limit (no cgroup v2, no dmem controller, no dmem region of
+	// the card, dmem not delegated to the container's cgroup); unset, the
+	// container starts without the limit and the reason is logged and
+	// counted. Needs Shares: only shares are allocated memory.
+	RequireMemoryLimit bool `json:"requireMemoryLimit,omitempty"`
 	// Companions are device nodes every container that gets a card of
 	// this pool gets too (drm.Companion): a SoC's codec, DMA heaps, ...
 	Companions []drm.Companion `json:"companions,omitempty"`
@@ -185,6 +192,9 @@ func (c *Config) Validate() error {
 		if p.Shares != nil && (*p.Shares < 1 || *p.Shares > MaxShares) {
 			errs = append(errs, fieldErr(path+".shares", "must be between 1 and %d (leave it out for exclusive DRA claims)", MaxShares))
 		}
+		if p.RequireMemoryLimit && p.Shares == nil {
+			errs = append(errs, fieldErr(path+".requireMemoryLimit", "needs shares: device memory is allocated to shares of a card only"))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -195,6 +205,20 @@ func (c *Config) Kind() string {
 		return cdi.DefaultKind
 	}
 	return c.CDIKind
+}
+
+// RequiresMemoryLimit reports whether the pool of resource name has
+// requireMemoryLimit set.
+func (c *Config) RequiresMemoryLimit(name string) bool {
+	if c == nil {
+		return false
+	}
+	for _, p := range c.Pools {
+		if p.Resource == name {
+			return p.RequireMemoryLimit
+		}
+	}
+	return false
 }
 
 // ServesResource reports whether name is a resource dri-cdi may
@@ -381,6 +405,7 @@ func decodePool(path string, j json.RawMessage, p *PoolConfig) error {
 		{"replicas", into(&p.Replicas)},
 		{"allowSameCardReplicas", into(&p.AllowSameCardReplicas)},
 		{"shares", into(&p.Shares)},
+		{"requireMemoryLimit", into(&p.RequireMemoryLimit)},
 		{"companions", func(path string, v json.RawMessage) error {
 			var raw []json.RawMessage
 			if err := decodeValue(path, v, &raw); err != nil {

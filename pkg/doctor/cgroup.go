@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dri-cdi/dri-cdi/pkg/dmem"
+	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
 // failCgroupV1Fix is the fix of a node still on cgroup v1.
@@ -105,4 +108,48 @@ func humanBytes(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// checkMemoryLimits reports, card by card, whether dri-cdi-nri can limit
+// the device memory of the card's shares (dmem.max, docs/sharing.md),
+// and why not: the same decision, from the same code (package dmem), as
+// the plugin makes for a container. What it cannot see from here is the
+// container's own parent cgroup; it checks the root's
+// cgroup.subtree_control, which every container's cgroup depends on. On
+// a cgroup sub-tree (a private cgroup namespace) it says nothing per
+// card: checkDmem already says what cannot be seen there.
+func (d *doctor) checkMemoryLimits(cards []drm.Card) {
+	root := d.host(filepath.Join(d.opts.SysfsRoot, "fs", "cgroup"))
+	if _, err := os.Stat(filepath.Join(root, "cgroup.type")); err == nil {
+		return
+	}
+	host, err := dmem.ReadHost(root)
+	if err != nil {
+		d.add("memory", Warn, err.Error(), "run as root on the node; the kernel writes dmem.capacity")
+		return
+	}
+	delegated := false
+	if b, err := os.ReadFile(filepath.Join(root, "cgroup.subtree_control")); err == nil {
+		delegated = slices.Contains(strings.Fields(string(b)), "dmem")
+	}
+	for _, c := range cards {
+		name := "memory." + c.ID
+		regions, why := host.CardEnforceable(c.ID)
+		if why != nil {
+			d.add(name, OK, fmt.Sprintf("no device memory limit for shares of card %s (%s): %s; its shares start without one", c.ID, why.Reason, why.Detail), "")
+			continue
+		}
+		var parts []string
+		for _, r := range regions {
+			parts = append(parts, fmt.Sprintf("%s (%s)", r.Name, humanBytes(uint64(r.Bytes))))
+		}
+		if !delegated {
+			d.add(name, Warn, fmt.Sprintf("card %s has dmem region(s) %s, but the root cgroup does not enable dmem for its children (cgroup.subtree_control): "+
+				"no container's cgroup has dmem.max, so its shares start without a limit (%s)", c.ID, strings.Join(parts, ", "), dmem.ReasonNotDelegated),
+				"enable dmem in cgroup.subtree_control from the root down to the pods' cgroups (the cgroup manager of the node, systemd or the kubelet's cgroupfs driver, must enable it)")
+			continue
+		}
+		d.add(name, OK, fmt.Sprintf("card %s: device memory limits enforceable on region(s) %s; dri-cdi-nri sets dmem.max for shares with memory "+
+			"where the pod's cgroup enables dmem too", c.ID, strings.Join(parts, ", ")), "")
+	}
 }

@@ -204,6 +204,7 @@ func (d *doctor) run() *Report {
 	d.checkDRA()
 	d.checkCgroup()
 	cards := d.checkDevices()
+	d.checkMemoryLimits(cards)
 	d.checkSpecs(cards)
 	d.advise(rt)
 	return &d.rep

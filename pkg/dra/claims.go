@@ -205,6 +205,10 @@ type cardUse struct {
 	// which consumes Shares of the card's Capacity shares.
 	ShareID          string
 	Shares, Capacity int64
+	// Memory is the device memory in bytes the share consumes, 0 when
+	// it asked for none, of the card's MemoryCapacity (0: it publishes
+	// none).
+	Memory, MemoryCapacity int64
 }
 
 // conflict returns why u cannot have its card: the claims that hold it,
@@ -214,7 +218,8 @@ type cardUse struct {
 //   - an exclusive use conflicts with every other workload use recorded
 //     on the card;
 //   - a share conflicts with an exclusive use, and with the other shares
-//     once they and it would consume more than the card's capacity.
+//     once they and it would consume more than the card's capacity, of
+//     shares or of memory.
 //
 // pending are the devices already taken by the claim being prepared.
 // Devices an earlier version recorded carry no AdminAccess and no
@@ -224,7 +229,7 @@ func (s *claimSet) conflict(u cardUse, pending []PreparedDevice) (string, bool) 
 		return "", false
 	}
 	var holders []string
-	used := u.Shares
+	used, memory := u.Shares, u.Memory
 	check := func(holder string, dev PreparedDevice) bool {
 		if dev.Card != u.Card || dev.AdminAccess {
 			return false
@@ -234,6 +239,7 @@ func (s *claimSet) conflict(u cardUse, pending []PreparedDevice) (string, bool) 
 			return true
 		}
 		used += dev.Shares
+		memory += dev.Memory
 		if !slices.Contains(holders, holder) {
 			holders = append(holders, holder)
 		}
@@ -254,6 +260,9 @@ func (s *claimSet) conflict(u cardUse, pending []PreparedDevice) (string, bool) 
 	}
 	if u.ShareID != "" && used > u.Capacity {
 		return fmt.Sprintf("%s, which hold its shares (%d of %d with this one)", strings.Join(holders, ", "), used, u.Capacity), true
+	}
+	if u.ShareID != "" && u.Memory > 0 && memory > u.MemoryCapacity {
+		return fmt.Sprintf("%s, which hold its memory (%d of %d bytes with this one)", strings.Join(holders, ", "), memory, u.MemoryCapacity), true
 	}
 	return "", false
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/dmem"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
@@ -70,6 +71,10 @@ type Options struct {
 	Kind string
 	// SysfsRoot is read for the PCIe root attribute.
 	SysfsRoot string
+	// CgroupRoot is the host's cgroup v2 mount, whose dmem.capacity
+	// gives shared cards their memory capacity; empty means
+	// dmem.DefaultCgroupRoot.
+	CgroupRoot string
 	// PluginDataDir and RegistrarDir are the helper's directories; they
 	// must be the same paths on the host.
 	PluginDataDir, RegistrarDir string
@@ -118,6 +123,8 @@ type Driver struct {
 	// sharesChecked is set once the read-back of a shareable card
 	// started; noShares once it found the API server dropped the shares.
 	sharesChecked, noShares bool
+	// dmemWarn logs an unreadable dmem.capacity once.
+	dmemWarn sync.Once
 	// trace, when set (Run), logs the startup's steps and times the
 	// gRPC calls.
 	trace *startTrace
@@ -164,6 +171,19 @@ func (d *Driver) Update(pools []config.Pool, unhealthy map[string]bool) error {
 	return nil
 }
 
+// dmemRegions are the kernel's dmem regions, none where it has no dmem
+// or its dmem.capacity cannot be read (logged once).
+func (d *Driver) dmemRegions() []dmem.Region {
+	h, err := dmem.ReadHost(d.opts.CgroupRoot)
+	if err != nil {
+		d.dmemWarn.Do(func() {
+			d.log.WithError(err).Warn("cannot read the kernel's dmem regions: shared cards are published without a memory capacity")
+		})
+		return nil
+	}
+	return h.Regions
+}
+
 // republish builds the last pass's devices again (after the shares
 // were found dropped) and has Run publish them.
 func (d *Driver) republish() {
@@ -185,6 +205,9 @@ func (d *Driver) update(pools []config.Pool, unhealthy map[string]bool) {
 	}
 	d.mu.Unlock()
 	inv, problems := Build(pools, unhealthy, d.opts.SysfsRoot)
+	if len(inv.shared()) > 0 {
+		inv = withMemory(inv, d.dmemRegions())
+	}
 	for _, p := range problems {
 		d.log.WithError(p).Warn("card published without some attributes, or not at all")
 	}
@@ -562,7 +585,7 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 		pc.Devices = append(pc.Devices, PreparedDevice{
 			Request: r.Request, Pool: r.Pool, Device: r.Device, Card: dev.Card,
 			CDI: []string{cdi.QualifiedName(d.opts.Kind, dev.Card)}, Resource: dev.Resource, AdminAccess: admin,
-			ShareID: use.ShareID, Shares: use.Shares,
+			ShareID: use.ShareID, Shares: use.Shares, Memory: use.Memory,
 		})
 	}
 	if len(pc.Devices) == 0 {
@@ -582,6 +605,15 @@ func shareOf(r resourceapi.DeviceRequestAllocationResult, dev Device) (cardUse, 
 		return use, nil
 	}
 	use.ShareID, use.Shares, use.Capacity = string(*r.ShareID), 1, int64(dev.Shares)
+	if q, ok := r.ConsumedCapacity[CapacityMemory]; ok {
+		n, exact := q.AsInt64()
+		if !exact || n < 0 || n > dev.Memory {
+			return use, fmt.Errorf("%w: device %q (card %s): share %s consumes %s bytes of memory, the card publishes %d",
+				ErrMalformedClaim, r.Device, dev.Card, string(*r.ShareID), q.String(), dev.Memory)
+		}
+		// A zero amount is not recorded: nothing is limited to 0.
+		use.Memory, use.MemoryCapacity = n, dev.Memory
+	}
 	if dev.Shares == 0 {
 		return use, fmt.Errorf("%w: device %q (card %s) is allocated as share %s, but its pool has no shares on this node",
 			ErrMalformedClaim, r.Device, dev.Card, use.ShareID)

@@ -28,6 +28,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
 	"github.com/dri-cdi/dri-cdi/pkg/dra/dratest"
+	"github.com/dri-cdi/dri-cdi/pkg/dracheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/logging/loggingtest"
 )
@@ -393,5 +394,7 @@ func TestNewDriverChecksOptions(t *testing.T) {
 	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, KubeClient: fakeClient(), Log: log})
 	require.NoError(t, err)
 	require.Equal(t, DefaultPluginDataDir, d.opts.PluginDataDir)
+	// dri-cdi-nri reads the checkpoint there by default.
+	require.Equal(t, dracheckpoint.DefaultPath, filepath.Join(DefaultPluginDataDir, CheckpointFile))
 	require.Equal(t, DefaultRegistrarDir, d.HostDirs()[0].Path)
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/dmem"
 	"github.com/dri-cdi/dri-cdi/pkg/flagenv"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
@@ -22,6 +23,8 @@ func NewFlagSet(o *RunOptions, log *logging.Flags) *flag.FlagSet {
 	fs.StringVar(&o.RegistrarDir, "registrar-dir", DefaultRegistrarDir, "kubelet plugin registration directory; same path on the host")
 	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", podresources.DefaultSocket,
 		"kubelet PodResources socket; with --usage, read once per scan to attribute each container's use of a card to its claims")
+	fs.StringVar(&o.CgroupRoot, "cgroup-root", dmem.DefaultCgroupRoot,
+		"the host's cgroup v2 mount, whose dmem.capacity gives the cards of pools with shares a memory capacity")
 	agent.RegisterCardFlags(fs, &o.Agent, ":9472")
 	log.Register(fs)
 	flagenv.Usage(fs, flagenv.Prefix)

@@ -35,6 +35,8 @@ type RunOptions struct {
 	// PodResourcesSocket is the kubelet's PodResources socket, read with
 	// --usage only: which claims each container holds its cards through.
 	PodResourcesSocket string
+	// CgroupRoot is the host's cgroup v2 mount (dmem.capacity).
+	CgroupRoot string
 
 	// KubeClient replaces the client built from Kubeconfig (tests).
 	KubeClient kubernetes.Interface
@@ -73,7 +75,7 @@ func Run(ctx context.Context, o RunOptions) error {
 		defer pr.Close()
 	}
 	d, err := NewDriver(Options{
-		NodeName: o.NodeName, Kind: cfg.Kind(), SysfsRoot: a.Roots.Sysfs,
+		NodeName: o.NodeName, Kind: cfg.Kind(), SysfsRoot: a.Roots.Sysfs, CgroupRoot: o.CgroupRoot,
 		PluginDataDir: o.PluginDataDir, RegistrarDir: o.RegistrarDir, PodUID: o.PodUID,
 		KubeClient: client, Log: a.Log.WithField("component", "dra"), Metrics: NewMetrics(loop.Metrics().Registry),
 		HelperOptions: o.HelperOptions, PodResources: pr,

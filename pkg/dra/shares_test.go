@@ -37,10 +37,16 @@ func sharedPools(t *testing.T, shares int) []config.Pool {
 
 func itoa(n int) string { return resource.NewQuantity(int64(n), resource.DecimalSI).String() }
 
-// newSharedDriver is newDriver with the i915 cards shared.
+// newSharedDriver is newDriver with the i915 cards shared, on a node
+// without dmem.
 func newSharedDriver(t *testing.T, data string, shares int) *Driver {
+	return newSharedDriverOn(t, data, shares, t.TempDir())
+}
+
+// newSharedDriverOn is newSharedDriver reading the cgroup root cgroups.
+func newSharedDriverOn(t *testing.T, data string, shares int, cgroups string) *Driver {
 	t.Helper()
-	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, SysfsRoot: t.TempDir(),
+	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, SysfsRoot: t.TempDir(), CgroupRoot: cgroups,
 		PluginDataDir: data, KubeClient: fakeClient(), Log: testEntry(t)})
 	require.NoError(t, err)
 	require.NoError(t, d.Update(sharedPools(t, shares), nil))

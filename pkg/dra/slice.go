@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/dmem"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
@@ -41,6 +42,21 @@ const (
 // default; without a policy it would take them all).
 const CapacityShares resourceapi.QualifiedName = "shares"
 
+// CapacityMemory is the device memory in bytes of a card of a pool with
+// shares whose driver registered dmem regions (in CEL
+// device.capacity["dri-cdi.dev"].memory; in a claim's
+// capacity.requests "memory"): the sum of the card's regions in the
+// kernel's dmem.capacity. A claim that names no amount takes the card's
+// memory divided by its shares (memoryPolicy); dri-cdi-nri limits a
+// container to what its share consumed, where the kernel enforces it.
+// Cards without a region (i915, an xe iGPU without VRAM, an APU's
+// carve-out) publish no memory.
+const CapacityMemory resourceapi.QualifiedName = "memory"
+
+// memoryStep is the unit of memory requests: amounts are rounded up to
+// whole MiB by the scheduler.
+const memoryStep = 1 << 20
+
 // UnavailableTaint is the key of the taint an Unhealthy card carries.
 // Its effect is NoSchedule: the scheduler allocates the card to no new
 // claim, while pods that hold it keep running (the card may come back
@@ -65,6 +81,9 @@ type Device struct {
 	// Shares is the card's number of shares when its pool shares it;
 	// 0 for a card given to one claim at a time.
 	Shares int
+	// Memory is the card's published memory capacity in bytes
+	// (CapacityMemory), 0 when it publishes none.
+	Memory int64
 }
 
 // Inventory is what one reconcile pass publishes: the slice's devices
@@ -203,4 +222,43 @@ func shareable(d *resourceapi.Device, shares int) {
 			},
 		},
 	}
+}
+
+// withMemory adds the CapacityMemory capacity to the shareable devices
+// of inv whose card has dmem regions (the sum of their sizes), with a
+// request policy that makes a claim naming no amount take one share's
+// worth (the memory divided by the shares, in whole MiB), so that it
+// never takes all of it. A card with less than one MiB per share, or
+// less than two MiB, publishes none (the request policy would be invalid).
+func withMemory(inv Inventory, regions []dmem.Region) Inventory {
+	if len(regions) == 0 {
+		return inv
+	}
+	for i := range inv.Devices {
+		d := &inv.Devices[i]
+		dev := inv.ByName[d.Name]
+		if dev.Shares <= 0 || d.Capacity == nil {
+			continue
+		}
+		total := dmem.Total(dmem.CardRegions(regions, dev.Card))
+		perShare := total / int64(dev.Shares) / memoryStep * memoryStep
+		// The API server wants min + step within the capacity.
+		if perShare < memoryStep || total < 2*memoryStep {
+			continue
+		}
+		d.Capacity[CapacityMemory] = resourceapi.DeviceCapacity{
+			Value: *resource.NewQuantity(total, resource.BinarySI),
+			RequestPolicy: &resourceapi.CapacityRequestPolicy{
+				Default: resource.NewQuantity(perShare, resource.BinarySI),
+				ValidRange: &resourceapi.CapacityRequestPolicyRange{
+					Min:  resource.NewQuantity(memoryStep, resource.BinarySI),
+					Max:  resource.NewQuantity(total/memoryStep*memoryStep, resource.BinarySI),
+					Step: resource.NewQuantity(memoryStep, resource.BinarySI),
+				},
+			},
+		}
+		dev.Memory = total
+		inv.ByName[d.Name] = dev
+	}
+	return inv
 }

@@ -18,14 +18,13 @@ type ClaimDevice struct {
 	// Driver, Pool and Device name the allocated device in its
 	// ResourceSlice.
 	Driver, Pool, Device string
+	// ShareID is the scheduler's ID of the allocation when it is a share
+	// of a device (DRA consumable capacity); empty otherwise.
+	ShareID string
 	// CDIDevices are the fully qualified CDI device names the driver's
 	// NodePrepareResources returned for the device; the kubelet hands the
 	// same names to the runtime.
 	CDIDevices []string
-	// ShareID is the scheduler's ID of this allocation of a device that
-	// several claims may share (DRA consumable capacity); empty for a
-	// device allocated whole.
-	ShareID string
 }
 
 // Allocation is everything the kubelet allocated to one container:
