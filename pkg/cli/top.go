@@ -203,7 +203,8 @@ func writeTop(w io.Writer, s *usage.Snapshot) error {
 // claimCells are a row's DRA claims of the card ("<namespace>/<name>")
 // and what they were promised of it: "50% (1/2)" for one share of two,
 // "100%" for the card whole, "0% (admin)" for admin access, "?" for a
-// share whose card's shares are not known.
+// share whose card's shares are not known; then the device memory the
+// share was promised, where it was ("50% (1/2) 2.0GiB").
 func claimCells(u usage.ContainerUsage) []string {
 	var names, promised []string
 	for _, c := range u.Claims {
@@ -218,6 +219,9 @@ func claimCells(u usage.ContainerUsage) []string {
 			promised = append(promised, fmt.Sprintf("%.0f%% (%d/%d)", r*100, c.Shares, c.CardShares))
 		default:
 			promised = append(promised, fmt.Sprintf("%.0f%%", r*100))
+		}
+		if c.Memory > 0 {
+			promised[len(promised)-1] += " " + humanBytes(uint64(c.Memory))
 		}
 	}
 	return []string{orDash(strings.Join(names, ",")), orDash(strings.Join(promised, ","))}

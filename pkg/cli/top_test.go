@@ -164,6 +164,8 @@ func TestTopSharersFromMetrics(t *testing.T) {
 		b.WriteString("# TYPE dri_cdi_usage_claim_shares gauge\n")
 		fmt.Fprintf(&b, "dri_cdi_usage_claim_shares{%s,claim_namespace=\"media\",claim=\"plex-0-gpu-x7k2p\",share_id=\"s-1\"} 1\n", row("plex-0", "plex"))
 		fmt.Fprintf(&b, "dri_cdi_usage_claim_shares{%s,claim_namespace=\"media\",claim=\"jellyfin-0-gpu-q9z4m\",share_id=\"s-2\"} 1\n", row("jellyfin-0", "jellyfin"))
+		b.WriteString("# TYPE dri_cdi_usage_claim_memory_bytes gauge\n")
+		fmt.Fprintf(&b, "dri_cdi_usage_claim_memory_bytes{%s,claim_namespace=\"media\",claim=\"plex-0-gpu-x7k2p\",share_id=\"s-1\"} 2147483648\n", row("plex-0", "plex"))
 		b.WriteString("# TYPE dri_cdi_usage_claim_promised_ratio gauge\n")
 		fmt.Fprintf(&b, "dri_cdi_usage_claim_promised_ratio{%s,claim_namespace=\"media\",claim=\"plex-0-gpu-x7k2p\",share_id=\"s-1\"} 0.5\n", row("plex-0", "plex"))
 		fmt.Fprintf(&b, "dri_cdi_usage_claim_promised_ratio{%s,claim_namespace=\"media\",claim=\"jellyfin-0-gpu-q9z4m\",share_id=\"s-2\"} 0.5\n", row("jellyfin-0", "jellyfin"))
@@ -187,7 +189,7 @@ func TestTopSharersFromMetrics(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"NAMESPACE", "POD", "CONTAINER", "CLAIM", "PROMISED", "CLIENTS"}, rows["NAMESPACE POD"][:6])
-	require.Equal(t, []string{"media", "plex-0", "plex", "media/plex-0-gpu-x7k2p", "50%", "(1/2)", "0", "-", "70%"}, rows["media plex-0"][:9])
+	require.Equal(t, []string{"media", "plex-0", "plex", "media/plex-0-gpu-x7k2p", "50%", "(1/2)", "2.0GiB", "0", "-", "70%"}, rows["media plex-0"][:10])
 	require.Equal(t, []string{"media", "jellyfin-0", "jellyfin", "media/jellyfin-0-gpu-q9z4m", "50%", "(1/2)", "0", "-", "10%"}, rows["media jellyfin-0"][:9])
 	require.Equal(t, []string{"(host)", "-", "-", "-", "-", "0"}, rows["(host) -"][:6])
 }

@@ -23,7 +23,8 @@ var errNoPodResources = errors.New("no kubelet PodResources socket to read the c
 // ContainerClaims returns, for every container the kubelet reports with
 // a claim of this driver's devices on this node that the checkpoint
 // records as prepared, the claims through which it holds its cards, with
-// the shares each consumed of the card's shares (usage.ClaimSource). A
+// the shares (and device memory) each consumed of the card's
+// (usage.ClaimSource). A
 // claim the checkpoint does not record (being prepared, or unprepared
 // already) is left out until it is.
 func (d *Driver) ContainerClaims(ctx context.Context) (map[usage.Names][]usage.Claim, error) {
@@ -60,7 +61,7 @@ func (d *Driver) ContainerClaims(ctx context.Context) (map[usage.Names][]usage.C
 				continue
 			}
 			c := usage.Claim{Card: dev.Card, Namespace: cd.Namespace, Name: cd.Claim, ShareID: dev.ShareID,
-				Shares: dev.Shares, Admin: dev.AdminAccess}
+				Shares: dev.Shares, Admin: dev.AdminAccess, Memory: dev.Memory}
 			if now, ok := inv.ByName[dev.Device]; ok && dev.ShareID != "" && now.Card == dev.Card {
 				c.CardShares = int64(now.Shares)
 			}

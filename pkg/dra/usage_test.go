@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -85,6 +86,19 @@ func TestContainerClaims(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, want, r, names)
 	}
+
+	// A share with device memory (a card that publishes memory): its
+	// amount, as prepare recorded it.
+	_, err = d.claims.update(func(set *claimSet) {
+		pc, _ := set.get("uid-jelly")
+		pc.Devices = slices.Clone(pc.Devices)
+		pc.Devices[0].Memory = 2 << 30
+		set.add("uid-jelly", pc)
+	})
+	require.NoError(t, err)
+	got, err = d.ContainerClaims(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(2<<30), got[usage.Names{Namespace: "ns", Pod: "jellyfin-0", Container: "app"}][0].Memory)
 
 	// A claim of this driver in another node's pool is not this node's.
 	srv.SetClaims("ns", "render-0", map[string][]podresources.ClaimDevice{"app": {

@@ -25,6 +25,10 @@ type Claim struct {
 	// Admin is set for an allocation with admin access (a monitoring
 	// claim), which is promised none of the card.
 	Admin bool `json:"admin,omitempty"`
+	// Memory is the device memory in bytes the share consumed of the
+	// card's (its memory capacity, where the card publishes one); 0
+	// otherwise.
+	Memory int64 `json:"memory,omitempty"`
 }
 
 // Promised is the part of the card's engine time the claim was promised,

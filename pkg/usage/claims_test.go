@@ -51,7 +51,7 @@ func TestClaimsAttributeEachSharer(t *testing.T) {
 	plex := usage.Names{Namespace: "media", Pod: "plex-0", Container: "plex"}
 	jelly := usage.Names{Namespace: "media", Pod: "jellyfin-0", Container: "jellyfin"}
 	plexClaim := usage.Claim{Card: "0000:00:02.0", Namespace: "media", Name: "plex-0-gpu-x7k2p", ShareID: shareA, Shares: 1, CardShares: 2}
-	jellyClaim := usage.Claim{Card: "0000:00:02.0", Namespace: "media", Name: "jellyfin-0-gpu-q9z4m", ShareID: shareB, Shares: 1, CardShares: 2}
+	jellyClaim := usage.Claim{Card: "0000:00:02.0", Namespace: "media", Name: "jellyfin-0-gpu-q9z4m", ShareID: shareB, Shares: 1, CardShares: 2, Memory: 2 << 30}
 	src.set(map[usage.Names][]usage.Claim{
 		plex:  {plexClaim, {Card: "0000:03:00.0", Namespace: "media", Name: "plex-0-dgpu"}},
 		jelly: {jellyClaim},
@@ -87,6 +87,12 @@ dri_cdi_usage_claim_shares{card="0000:00:02.0",claim="jellyfin-0-gpu-q9z4m",clai
 dri_cdi_usage_claim_shares{card="0000:00:02.0",claim="plex-0-gpu-x7k2p",claim_namespace="media",container="plex",driver="i915",namespace="media",pod="plex-0",share_id="` + shareA + `"} 1
 `
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "dri_cdi_usage_claim_promised_ratio", "dri_cdi_usage_claim_shares"))
+	// Device memory only where the share was promised some.
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP dri_cdi_usage_claim_memory_bytes Device memory the container's DRA claim consumed of the card's memory capacity (where the card publishes one, a share's amount). Compare with dri_cdi_usage_memory_bytes. dri-cdi-dra only.
+# TYPE dri_cdi_usage_claim_memory_bytes gauge
+dri_cdi_usage_claim_memory_bytes{card="0000:00:02.0",claim="jellyfin-0-gpu-q9z4m",claim_namespace="media",container="jellyfin",driver="i915",namespace="media",pod="jellyfin-0",share_id="`+shareB+`"} 2.147483648e+09
+`), "dri_cdi_usage_claim_memory_bytes"))
 	lint, err := testutil.CollectAndLint(c)
 	require.NoError(t, err)
 	require.Empty(t, lint)

@@ -17,7 +17,7 @@ type Collector struct {
 	m *Monitor
 
 	busy, maxFreq, memory, clients, idleSeconds, idle *prometheus.Desc
-	claimShares, claimPromised                        *prometheus.Desc
+	claimShares, claimPromised, claimMemory           *prometheus.Desc
 	scans, scanErrors, unreadable, malformed          *prometheus.Desc
 	processes, duration, timestamp                    *prometheus.Desc
 }
@@ -43,6 +43,7 @@ func NewCollector(m *Monitor) *Collector {
 		idle:          d("idle", "1 while the container holds an open client of the card and has used none of its engines for --usage-idle-after, else 0.", who...),
 		claimShares:   d("claim_shares", "Shares of the card the container's DRA claim consumed (share_id: its allocation's share ID); 0 for a claim that holds the card whole or with admin access. dri-cdi-dra only.", withClaim...),
 		claimPromised: d("claim_promised_ratio", "The part of the card the container's DRA claim was promised, 0 to 1: its shares over the card's shares, 1 for a claim that holds the card whole, 0 with admin access. Compare with rate(dri_cdi_usage_engine_busy_seconds_total[5m]). dri-cdi-dra only.", withClaim...),
+		claimMemory:   d("claim_memory_bytes", "Device memory the container's DRA claim consumed of the card's memory capacity (where the card publishes one, a share's amount). Compare with dri_cdi_usage_memory_bytes. dri-cdi-dra only.", withClaim...),
 		scans:         d("scans_total", "Completed usage scans."),
 		scanErrors:    d("scan_errors_total", "Usage scans that failed (the proc root could not be read)."),
 		unreadable:    d("unreadable_processes", "Processes the last scan could not read (missing CAP_SYS_PTRACE, AppArmor, or a process no one may read)."),
@@ -55,7 +56,7 @@ func NewCollector(m *Monitor) *Collector {
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.busy, c.maxFreq, c.memory, c.clients, c.idleSeconds, c.idle, c.claimShares, c.claimPromised,
+	for _, d := range []*prometheus.Desc{c.busy, c.maxFreq, c.memory, c.clients, c.idleSeconds, c.idle, c.claimShares, c.claimPromised, c.claimMemory,
 		c.scans, c.scanErrors, c.unreadable, c.malformed, c.processes, c.duration, c.timestamp} {
 		ch <- d
 	}
@@ -102,6 +103,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.claimShares, prometheus.GaugeValue, float64(cl.Shares), labels...)
 				if r, ok := cl.Promised(); ok {
 					ch <- prometheus.MustNewConstMetric(c.claimPromised, prometheus.GaugeValue, r, labels...)
+				}
+				if cl.Memory > 0 {
+					ch <- prometheus.MustNewConstMetric(c.claimMemory, prometheus.GaugeValue, float64(cl.Memory), labels...)
 				}
 			}
 		}

@@ -111,18 +111,20 @@ func ParseMetrics(r io.Reader) (*Snapshot, error) {
 	return snap, nil
 }
 
-// claimsFromMetrics rebuilds the rows' claims from claim_shares and
-// claim_promised_ratio, inverting Claim.Promised: a ratio of 0 is admin
+// claimsFromMetrics rebuilds the rows' claims from claim_shares,
+// claim_promised_ratio and claim_memory_bytes, inverting Claim.Promised: a ratio of 0 is admin
 // access, a share's card shares are its shares over its ratio.
 func claimsFromMetrics(each func(string, func(map[string]string, float64)), row func(map[string]string) *ContainerUsage) {
 	type key struct{ card, ns, pod, ctr, claimNS, claim, share string }
 	keyOf := func(l map[string]string) key {
 		return key{l["card"], l["namespace"], l["pod"], l["container"], l["claim_namespace"], l["claim"], l["share_id"]}
 	}
-	ratios := map[key]float64{}
+	ratios, memory := map[key]float64{}, map[key]int64{}
 	each("claim_promised_ratio", func(l map[string]string, v float64) { ratios[keyOf(l)] = v })
+	each("claim_memory_bytes", func(l map[string]string, v float64) { memory[keyOf(l)] = int64(v) })
 	each("claim_shares", func(l map[string]string, v float64) {
-		c := Claim{Card: l["card"], Namespace: l["claim_namespace"], Name: l["claim"], ShareID: l["share_id"], Shares: int64(v)}
+		c := Claim{Card: l["card"], Namespace: l["claim_namespace"], Name: l["claim"], ShareID: l["share_id"], Shares: int64(v),
+			Memory: memory[keyOf(l)]}
 		r, ok := ratios[keyOf(l)]
 		switch {
 		case ok && r == 0:

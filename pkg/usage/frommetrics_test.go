@@ -33,7 +33,7 @@ func exposition(t *testing.T, reg *prometheus.Registry) string {
 func TestParseMetricsRoundTrip(t *testing.T) {
 	src := &claimSource{}
 	src.set(map[usage.Names][]usage.Claim{{Namespace: "media", Pod: "jellyfin-0", Container: "jellyfin"}: {
-		{Card: "0000:00:02.0", Namespace: "media", Name: "a-share", ShareID: shareA, Shares: 3, CardShares: 4},
+		{Card: "0000:00:02.0", Namespace: "media", Name: "a-share", ShareID: shareA, Shares: 3, CardShares: 4, Memory: 6 << 30},
 		{Card: "0000:00:02.0", Namespace: "media", Name: "b-whole"},
 		{Card: "0000:00:02.0", Namespace: "monitoring", Name: "c-admin", Admin: true},
 	}}, nil)
