@@ -319,24 +319,14 @@ func TestClusterDRAUsage(t *testing.T) {
 	})
 }
 
-// deployDRAUsage labels the node for DRA and deploys the DRA overlay
-// (with opts) and the usage component over it, scanning proc with the
-// node's bundles, and waits until dri-cdi-dra is ready.
+// deployDRAUsage deploys the DRA overlay (with opts) and the usage
+// component over it, scanning proc with the node's bundles, and waits
+// until dri-cdi-dra is ready.
 func deployDRAUsage(t *testing.T, c *harness.Cluster, opts harness.OverlayOptions, proc *usagetest.Proc, bundles string) {
 	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, c.RequireDRA(ctx))
-	require.NoError(t, c.LabelNode(ctx, draModeLabel, "dra"))
-	base, err := c.WriteDRAOverlayWith(filepath.Join(c.Dir, "overlay-dra"), opts)
-	require.NoError(t, err)
-	overlay := writeUsageOverlay(t, c, base, draDaemonSet, "dra", proc.Root, bundles)
-	kubectl(t, c, "apply", "-k", overlay)
-	t.Cleanup(func() {
-		if t.Failed() {
-			logPodContainers(t, c, driCDINamespace, draPods)
-		}
+	applyDRAOverlayVia(t, c, opts, func(base string) string {
+		return writeUsageOverlay(t, c, base, draDaemonSet, "dra", proc.Root, bundles)
 	})
-	require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
 }
 
 // startUsageCluster starts a one-card cluster for a usage scenario and
