@@ -1,15 +1,19 @@
 package test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 )
@@ -180,4 +184,92 @@ config:
 	require.NoError(t, err)
 	require.Len(t, cfg.Pools, 1)
 	require.True(t, cfg.Pools[0].RequireMemoryLimit)
+}
+
+// plexJellyfinExample is docs/sharing.md's Plex and Jellyfin recipe.
+const plexJellyfinExample = "../kustomize/examples/plex-jellyfin"
+
+// mediaServers returns the recipe's Deployments by name, and checks what
+// both forms share: namespace media, one replica each, Recreate, no
+// privilege and no hostPath (the GPU comes from dri-cdi, not /dev/dri).
+func mediaServers(t *testing.T, objs []runtime.Object) map[string]*appsv1.Deployment {
+	t.Helper()
+	out := map[string]*appsv1.Deployment{}
+	for _, o := range objs {
+		d, ok := o.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		require.Equal(t, "media", d.Namespace, d.Name)
+		require.Equal(t, int32(1), *d.Spec.Replicas, d.Name)
+		require.Equal(t, appsv1.RecreateDeploymentStrategyType, d.Spec.Strategy.Type, "%s: a rollout must not wait for the slot its old pod holds", d.Name)
+		spec := d.Spec.Template.Spec
+		for _, v := range spec.Volumes {
+			require.Nil(t, v.HostPath, "%s: no hostPath", d.Name)
+		}
+		require.Len(t, spec.Containers, 1, d.Name)
+		c := spec.Containers[0]
+		require.True(t, c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged, d.Name)
+		out[d.Name] = d
+	}
+	require.ElementsMatch(t, []string{"plex", "jellyfin"}, slices.Collect(maps.Keys(out)))
+	return out
+}
+
+// TestPlexJellyfinRecipe renders both forms of the Plex and Jellyfin
+// recipe. Device plugin: each server limits one of the resource the
+// sharing page's pool advertises, and the pool's replicas cover both.
+// DRA: no limit, one claim each from the recipe's gpu-share template (the
+// dra-shares example's), whose pool's shares cover both.
+func TestPlexJellyfinRecipe(t *testing.T) {
+	dp := mustRender(t, "plex-jellyfin device-plugin", func() ([]byte, error) {
+		return RenderKustomize(filepath.Join(plexJellyfinExample, "device-plugin"))
+	})
+	pool := sharedPool(t, "config.yaml", sharingBlocks(t)["config.yaml"])
+	servers := mediaServers(t, dp.objs)
+	require.GreaterOrEqual(t, pool.Replicas, len(servers), "the pool advertises each card once per server")
+	for name, d := range servers {
+		c := d.Spec.Template.Spec.Containers[0]
+		q, ok := c.Resources.Limits[corev1.ResourceName(pool.Resource)]
+		require.True(t, ok, "%s asks for the pool's resource %s", name, pool.Resource)
+		require.Equal(t, int64(1), q.Value(), name)
+	}
+
+	dra := mustRender(t, "plex-jellyfin dra", func() ([]byte, error) {
+		return RenderKustomize(filepath.Join(plexJellyfinExample, "dra"))
+	})
+	shares := mustRender(t, "dra-shares", func() ([]byte, error) { return RenderKustomize(draSharesExample) })
+	cfg, err := config.Parse([]byte(shares.configMap(t).Data["config.yaml"]))
+	require.NoError(t, err)
+	servers = mediaServers(t, dra.objs)
+	require.GreaterOrEqual(t, *cfg.Pools[0].Shares, len(servers), "the pool's shares cover both servers")
+	var tmpl *resourcev1.ResourceClaimTemplate
+	for _, o := range dra.objs {
+		if o, ok := o.(*resourcev1.ResourceClaimTemplate); ok {
+			require.Nil(t, tmpl, "one template")
+			tmpl = o
+		}
+	}
+	require.NotNil(t, tmpl)
+	require.Equal(t, "media", tmpl.Namespace, "the template is in the apps' namespace")
+	raw, err := os.ReadFile(filepath.Join(draSharesExample, "claim-templates.yaml"))
+	require.NoError(t, err)
+	recipe, err := Decode(raw)
+	require.NoError(t, err)
+	found := false
+	for _, o := range recipe {
+		if r, ok := o.(*resourcev1.ResourceClaimTemplate); ok && r.Name == tmpl.Name {
+			require.Equal(t, r.Spec, tmpl.Spec, "the recipe's %s template", tmpl.Name)
+			found = true
+		}
+	}
+	require.True(t, found, "the dra-shares example has a template %s", tmpl.Name)
+	for name, d := range servers {
+		spec := d.Spec.Template.Spec
+		c := spec.Containers[0]
+		require.Empty(t, c.Resources.Limits, "%s: no device-plugin limit on a DRA node", name)
+		require.Len(t, spec.ResourceClaims, 1, name)
+		require.Equal(t, tmpl.Name, *spec.ResourceClaims[0].ResourceClaimTemplateName, name)
+		require.Equal(t, []corev1.ResourceClaim{{Name: spec.ResourceClaims[0].Name}}, c.Resources.Claims, "%s's container uses the claim", name)
+	}
 }

@@ -47,7 +47,8 @@ func named[T interface {
 
 // TestUsageAddsOnlyWhatItNeeds checks that with usage on, the scanning
 // containers (the agent, and the DRA plugin) get --usage, the host's
-// /proc and the bundle dir read-only and exactly CAP_SYS_PTRACE, and that
+// /proc and the bundle dir read-only and exactly CAP_SYS_PTRACE (and the
+// DRA plugin the kubelet's PodResources read-only, for the claims), and that
 // nothing else changes: the NRI plugin keeps no capability, no host
 // namespace is shared.
 func TestUsageAddsOnlyWhatItNeeds(t *testing.T) {
@@ -95,6 +96,15 @@ func TestUsageAddsOnlyWhatItNeeds(t *testing.T) {
 				}
 				require.Equal(t, "/proc", vols["host-proc"].HostPath.Path)
 				require.Equal(t, bundleDir, vols["runtime-bundles"].HostPath.Path)
+				if scanners[i] == "dra" {
+					// Which claims each container holds its cards through:
+					// the kubelet's PodResources, read-only.
+					require.Equal(t, "/var/lib/kubelet/pod-resources/kubelet.sock", f["pod-resources-socket"])
+					require.Equal(t, corev1.VolumeMount{Name: "pod-resources", MountPath: "/var/lib/kubelet/pod-resources", ReadOnly: true}, mounts["pod-resources"])
+					require.Equal(t, "/var/lib/kubelet/pod-resources", vols["pod-resources"].HostPath.Path)
+				} else {
+					require.NotContains(t, mounts, "pod-resources", "the device plugin's agent names no claims")
+				}
 				for _, other := range spec.Containers {
 					if other.Name == scanners[i] {
 						continue

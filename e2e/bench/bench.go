@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -255,9 +256,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	switch {
 	case cfg.SkipCluster || cfg.SkipContainerd:
-		b.report.Skip("-skip-cluster or -skip-containerd", stepKeys[stepCluster]...)
+		b.report.Skip("-skip-cluster or -skip-containerd", append(slices.Clone(stepKeys[stepCluster]), stepKeys[stepSchedule]...)...)
 	case b.suite != nil:
 		b.step("pod start through the scheduler, DRA vs device plugin", func() error { return b.clusterPodStart(ctx, b.suite) })
+		b.step(schedStep, func() error { return b.schedulePlacement(ctx, b.suite) })
 	}
 
 	b.step(usageStep, b.usageAgents)

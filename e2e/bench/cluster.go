@@ -77,7 +77,7 @@ func (b *bench) clusterPodStart(ctx context.Context, suite *harness.Suite) error
 			}
 			if j > 0 {
 				arms[mode].times = append(arms[mode].times, d)
-				if p, ok := prepareSample(sum0, n0, sum1, n1); ok && mode == armDRA {
+				if p, ok := oneSample(sum0, n0, sum1, n1); ok && mode == armDRA {
 					prepares = append(prepares, p)
 				} else if mode == armDRA {
 					notOne++

@@ -44,10 +44,11 @@ func kubeletPrepare(ctx context.Context, n *harness.Node) (sum, count float64, e
 	return sum, count, err
 }
 
-// prepareSample is the kubelet's time of the one NodePrepareResources
-// between two reads of kubeletPrepare, and false when there was not
-// exactly one.
-func prepareSample(sum0, n0, sum1, n1 float64) (time.Duration, bool) {
+// oneSample is the growth of a histogram's sum (seconds) between two
+// reads as one sample: the time of the one observation between them, and
+// false when there was not exactly one (the kubelet's NodePrepareResources
+// calls, the scheduler's scheduled attempts).
+func oneSample(sum0, n0, sum1, n1 float64) (time.Duration, bool) {
 	if n1-n0 != 1 {
 		return 0, false
 	}
@@ -78,11 +79,7 @@ func (b *bench) draStartToSlice(ctx context.Context, c *harness.Cluster, cards i
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%w (run make build)", err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("cluster kubeconfig: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := clusterClient(c)
 	if err != nil {
 		return err
 	}
@@ -147,6 +144,15 @@ func (b *bench) draStartToSlice(ctx context.Context, c *harness.Cluster, cards i
 		"bin/dri-cdi-dra started as a host process on the real cluster's node (%d fake cards, its kubelet v1.37.2, the API server v1.37.2) "+
 			"until the bench's watch on the node's ResourceSlices of %s receives one listing every card; the node's slices deleted before each "+
 			"start; %d starts after one warm-up", cards, dra.DriverName, draStartReps))
+}
+
+// clusterClient is a client of c's API server as its admin.
+func clusterClient(c *harness.Cluster) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("cluster kubeconfig: %w", err)
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 // waitSlice returns when w sent a slice with cards devices.
@@ -285,7 +291,7 @@ func (b *bench) draPrepareBreakdown(ctx context.Context, c *harness.Cluster) err
 		if err != nil {
 			return err
 		}
-		if d, ok := prepareSample(sum0, n0, sum1, n1); ok && j > 0 {
+		if d, ok := oneSample(sum0, n0, sum1, n1); ok && j > 0 {
 			kubelet = append(kubelet, d)
 		}
 	}

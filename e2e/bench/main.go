@@ -27,14 +27,14 @@ func main() {
 	only := flag.String("only", "", "run only these steps, comma-separated: "+strings.Join(stepIDs(), ", ")+" (default: all)")
 	flag.Float64Var(&scale, "scale", scale, "multiply every repetition count (trial runs)")
 	flag.BoolVar(&cfg.SkipContainerd, "skip-containerd", false, "leave out the container path through containerd (and the cluster)")
-	flag.BoolVar(&cfg.SkipCluster, "skip-cluster", false, "leave out the keys measured on a real cluster (DRA vs device plugin pod start, DRA prepare and start to slice)")
-	clusterOnly := flag.Bool("cluster-only", false, "measure only the keys on a real cluster: -only "+stepCluster)
+	flag.BoolVar(&cfg.SkipCluster, "skip-cluster", false, "leave out the keys measured on a real cluster (DRA vs device plugin pod start, DRA prepare and start to slice, the scheduler's placement of shares)")
+	clusterOnly := flag.Bool("cluster-only", false, "measure only the keys on a real cluster: -only "+stepCluster+","+stepSchedule)
 	flag.Parse()
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}
 	if *clusterOnly {
-		cfg.Only = []string{stepCluster}
+		cfg.Only = []string{stepCluster, stepSchedule}
 	}
 	if scale != 1 {
 		cfg.Scale(scale)

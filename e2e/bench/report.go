@@ -88,6 +88,9 @@ var Keys = []KeySpec{
 	{Name: "dra_pod_start_ratio", Unit: "ratio", Stat: "median DRA / device plugin", Goal: Goal{Op: "<=", Value: 1.25}},
 	{Name: "dra_prepare_kubelet_p50_us", Unit: "us", Stat: "median", Goal: Goal{Op: "<", Value: 2000}},
 	{Name: "dra_prepare_kubelet_p99_us", Unit: "us", Stat: "p99"},
+	{Name: "dra_schedule_shared_p50_us", Unit: "us", Stat: "median"},
+	{Name: "dra_schedule_exclusive_p50_us", Unit: "us", Stat: "median"},
+	{Name: "dra_schedule_shared_vs_exclusive_ratio", Unit: "ratio", Stat: "median shared / exclusive", Goal: Goal{Op: "<=", Value: 1.5}},
 }
 
 // Result is one measured key.

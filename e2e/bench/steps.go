@@ -18,6 +18,7 @@ const (
 	stepDRA        = "dra"
 	stepContainerd = "containerd"
 	stepCluster    = "cluster"
+	stepSchedule   = "schedule"
 	stepUsage      = "usage"
 )
 
@@ -31,6 +32,7 @@ var stepNames = map[string]string{
 	"dri-cdi-dra with a fake kubelet and a stub API server": stepDRA,
 	"container path through containerd":                     stepContainerd,
 	"pod start through the scheduler, DRA vs device plugin": stepCluster,
+	schedStep: stepSchedule,
 	usageStep: stepUsage,
 }
 
@@ -47,6 +49,7 @@ var stepKeys = map[string][]string{
 		"dra_prepare_shared_p99_us", "dra_prepare_shared_vs_exclusive_ratio"},
 	stepContainerd: containerKeys,
 	stepCluster:    {"dra_pod_start_ratio", "dra_start_to_slice_ms", "dra_prepare_kubelet_p50_us", "dra_prepare_kubelet_p99_us"},
+	stepSchedule:   {"dra_schedule_shared_p50_us", "dra_schedule_exclusive_p50_us", "dra_schedule_shared_vs_exclusive_ratio"},
 	stepUsage:      usageKeys,
 }
 
@@ -61,9 +64,10 @@ func (c *Config) selected(id string) bool {
 
 // needsSuite reports whether the run starts the harness suite (which
 // holds the machine lock): for the container path, or for the cluster
-// step, which runs on the suite's node.
+// steps, which run on the suite's node.
 func (c *Config) needsSuite() bool {
-	return !c.SkipContainerd && (c.selected(stepContainerd) || (!c.SkipCluster && c.selected(stepCluster)))
+	return !c.SkipContainerd && (c.selected(stepContainerd) ||
+		(!c.SkipCluster && (c.selected(stepCluster) || c.selected(stepSchedule))))
 }
 
 // runs reports whether the step that logs name runs.

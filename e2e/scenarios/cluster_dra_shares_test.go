@@ -43,11 +43,22 @@ func requireUnschedulable(t *testing.T, c *harness.Cluster, pod, want string) {
 // pod's containers.
 func applyDRAOverlay(t *testing.T, c *harness.Cluster, opts harness.OverlayOptions) {
 	t.Helper()
+	applyDRAOverlayVia(t, c, opts, nil)
+}
+
+// applyDRAOverlayVia is applyDRAOverlay with the overlay layered, when
+// layer is set, under another kustomization (a component) that layer
+// writes over it and returns.
+func applyDRAOverlayVia(t *testing.T, c *harness.Cluster, opts harness.OverlayOptions, layer func(overlay string) string) {
+	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, c.RequireDRA(ctx))
 	require.NoError(t, c.LabelNode(ctx, draModeLabel, "dra"))
 	overlay, err := c.WriteDRAOverlayWith(filepath.Join(c.Dir, "overlay-dra"), opts)
 	require.NoError(t, err)
+	if layer != nil {
+		overlay = layer(overlay)
+	}
 	kubectl(t, c, "apply", "-k", overlay)
 	t.Cleanup(func() {
 		if t.Failed() {

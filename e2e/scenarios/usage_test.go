@@ -272,18 +272,7 @@ func TestClusterDRAUsage(t *testing.T) {
 	c, gpu, proc, bundles, render := startUsageCluster(t, "dra-usage")
 
 	requireStep(t, "DRANodeWithUsageComponent", func(t *testing.T) {
-		require.NoError(t, c.RequireDRA(ctx))
-		require.NoError(t, c.LabelNode(ctx, draModeLabel, "dra"))
-		base, err := c.WriteDRAOverlay(filepath.Join(c.Dir, "overlay-dra"))
-		require.NoError(t, err)
-		overlay := writeUsageOverlay(t, c, base, draDaemonSet, "dra", proc.Root, bundles)
-		kubectl(t, c, "apply", "-k", overlay)
-		t.Cleanup(func() {
-			if t.Failed() {
-				logPodContainers(t, c, driCDINamespace, draPods)
-			}
-		})
-		require.NoError(t, c.WaitDaemonSetReady(ctx, driCDINamespace, draDaemonSet, 3*time.Minute))
+		deployDRAUsage(t, c, harness.OverlayOptions{}, proc, bundles)
 		pods, err := c.Pods(ctx, driCDINamespace, driCDIPods)
 		require.NoError(t, err)
 		require.Empty(t, pods, "no device-plugin pod on the DRA node")
@@ -327,6 +316,16 @@ func TestClusterDRAUsage(t *testing.T) {
 			return len(series(t, "dri_cdi_usage_engine_busy_seconds_total", "engine")) == 0 &&
 				len(series(t, "dri_cdi_usage_clients", "")) == 0
 		}, 30*time.Second, usageInterval/2, "the deleted pod's series must go")
+	})
+}
+
+// deployDRAUsage deploys the DRA overlay (with opts) and the usage
+// component over it, scanning proc with the node's bundles, and waits
+// until dri-cdi-dra is ready.
+func deployDRAUsage(t *testing.T, c *harness.Cluster, opts harness.OverlayOptions, proc *usagetest.Proc, bundles string) {
+	t.Helper()
+	applyDRAOverlayVia(t, c, opts, func(base string) string {
+		return writeUsageOverlay(t, c, base, draDaemonSet, "dra", proc.Root, bundles)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,7 +42,11 @@ for example through the API server with kubectl proxy:
     http://127.0.0.1:8001/api/v1/namespaces/dri-cdi/pods/<agent pod>:9470/proxy/metrics
 
 Busy % is then over the agent's scans between two reads (set -interval
-longer than its --usage-interval), and processes are not shown.`
+longer than its --usage-interval), and processes are not shown. Pointed at
+dri-cdi-dra's /metrics (port 9472) on a DRA node, each row also shows the
+ResourceClaim through which the container holds the card (CLAIM) and what
+the claim was promised of it (PROMISED: its shares of a shared card, as a
+part of the card's engine time, next to the busy % it really uses).`
 
 func runTop(ctx context.Context, env *Env, args []string) error {
 	f := newFlags("dri-cdi top", "[flags]", topHelp)
@@ -166,13 +171,22 @@ func writeTop(w io.Writer, s *usage.Snapshot) error {
 	for _, c := range s.Cards {
 		fmt.Fprintf(w, "\nCARD %s (%s)\n", c.ID, orDash(c.Driver))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tCLIENTS\tRENDER\tVIDEO\tVIDEO-ENH\tCOPY\tCOMPUTE\tOTHER\tMEMORY\tIDLE\tPROCESSES")
+		claims := slices.ContainsFunc(c.Users, func(u usage.ContainerUsage) bool { return len(u.Claims) > 0 })
+		head := "NAMESPACE\tPOD\tCONTAINER\t"
+		if claims {
+			head += "CLAIM\tPROMISED\t"
+		}
+		fmt.Fprintln(tw, head+"CLIENTS\tRENDER\tVIDEO\tVIDEO-ENH\tCOPY\tCOMPUTE\tOTHER\tMEMORY\tIDLE\tPROCESSES")
 		for _, u := range c.Users {
 			ns, pod, ctr := u.Namespace, u.Pod, u.Container
 			if u.Host {
 				pod, ctr = "-", "-"
 			}
-			row := []string{orDash(ns), orDash(pod), orDash(ctr), fmt.Sprint(u.Clients)}
+			row := []string{orDash(ns), orDash(pod), orDash(ctr)}
+			if claims {
+				row = append(row, claimCells(u)...)
+			}
+			row = append(row, fmt.Sprint(u.Clients))
 			for _, class := range usage.Classes {
 				row = append(row, busyCell(u, class))
 			}
@@ -184,6 +198,33 @@ func writeTop(w io.Writer, s *usage.Snapshot) error {
 		}
 	}
 	return nil
+}
+
+// claimCells are a row's DRA claims of the card ("<namespace>/<name>")
+// and what they were promised of it: "50% (1/2)" for one share of two,
+// "100%" for the card whole, "0% (admin)" for admin access, "?" for a
+// share whose card's shares are not known; then the device memory the
+// share was promised, where it was ("50% (1/2) 2.0GiB").
+func claimCells(u usage.ContainerUsage) []string {
+	var names, promised []string
+	for _, c := range u.Claims {
+		names = append(names, c.Namespace+"/"+c.Name)
+		r, ok := c.Promised()
+		switch {
+		case !ok:
+			promised = append(promised, "?")
+		case c.Admin:
+			promised = append(promised, "0% (admin)")
+		case c.ShareID != "":
+			promised = append(promised, fmt.Sprintf("%.0f%% (%d/%d)", r*100, c.Shares, c.CardShares))
+		default:
+			promised = append(promised, fmt.Sprintf("%.0f%%", r*100))
+		}
+		if c.Memory > 0 {
+			promised[len(promised)-1] += " " + humanBytes(uint64(c.Memory))
+		}
+	}
+	return []string{orDash(strings.Join(names, ",")), orDash(strings.Join(promised, ","))}
 }
 
 // busyCell is the busy % of a class: "-" when the card has no such

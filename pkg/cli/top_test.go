@@ -146,3 +146,50 @@ dri_cdi_usage_clients{%s} 1
 	require.Equal(t, ExitError, r.code)
 	require.Contains(t, r.stderr, "read metrics")
 }
+
+// TestTopSharersFromMetrics reads dri-cdi-dra's /metrics of a card two
+// media servers share: each row shows its own claim and what it was
+// promised next to what it uses; the host's row has no claim.
+func TestTopSharersFromMetrics(t *testing.T) {
+	page := func(ts, plex, jellyfin int) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "# TYPE dri_cdi_usage_last_scan_timestamp_seconds gauge\ndri_cdi_usage_last_scan_timestamp_seconds %d\n", ts)
+		b.WriteString("# TYPE dri_cdi_usage_engine_busy_seconds_total counter\n")
+		row := func(pod, ctr string) string {
+			return fmt.Sprintf(`card="0000:00:02.0",container=%q,driver="i915",namespace="media",pod=%q`, ctr, pod)
+		}
+		fmt.Fprintf(&b, "dri_cdi_usage_engine_busy_seconds_total{%s,engine=\"video\"} %d\n", row("plex-0", "plex"), plex)
+		fmt.Fprintf(&b, "dri_cdi_usage_engine_busy_seconds_total{%s,engine=\"video\"} %d\n", row("jellyfin-0", "jellyfin"), jellyfin)
+		fmt.Fprintf(&b, "dri_cdi_usage_engine_busy_seconds_total{%s,engine=\"render\"} 0\n", `card="0000:00:02.0",container="(host)",driver="i915",namespace="(host)",pod="(host)"`)
+		b.WriteString("# TYPE dri_cdi_usage_claim_shares gauge\n")
+		fmt.Fprintf(&b, "dri_cdi_usage_claim_shares{%s,claim_namespace=\"media\",claim=\"plex-0-gpu-x7k2p\",share_id=\"s-1\"} 1\n", row("plex-0", "plex"))
+		fmt.Fprintf(&b, "dri_cdi_usage_claim_shares{%s,claim_namespace=\"media\",claim=\"jellyfin-0-gpu-q9z4m\",share_id=\"s-2\"} 1\n", row("jellyfin-0", "jellyfin"))
+		b.WriteString("# TYPE dri_cdi_usage_claim_memory_bytes gauge\n")
+		fmt.Fprintf(&b, "dri_cdi_usage_claim_memory_bytes{%s,claim_namespace=\"media\",claim=\"plex-0-gpu-x7k2p\",share_id=\"s-1\"} 2147483648\n", row("plex-0", "plex"))
+		b.WriteString("# TYPE dri_cdi_usage_claim_promised_ratio gauge\n")
+		fmt.Fprintf(&b, "dri_cdi_usage_claim_promised_ratio{%s,claim_namespace=\"media\",claim=\"plex-0-gpu-x7k2p\",share_id=\"s-1\"} 0.5\n", row("plex-0", "plex"))
+		fmt.Fprintf(&b, "dri_cdi_usage_claim_promised_ratio{%s,claim_namespace=\"media\",claim=\"jellyfin-0-gpu-q9z4m\",share_id=\"s-2\"} 0.5\n", row("jellyfin-0", "jellyfin"))
+		return b.String()
+	}
+	var reads atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if reads.Add(1) == 1 {
+			fmt.Fprint(w, page(100, 10, 10))
+			return
+		}
+		fmt.Fprint(w, page(110, 17, 11))
+	}))
+	defer srv.Close()
+	r := run(t, nil, "top", "--once", "--interval", "1ms", "--metrics-url", srv.URL)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	rows := map[string][]string{}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			rows[f[0]+" "+f[1]] = f
+		}
+	}
+	require.Equal(t, []string{"NAMESPACE", "POD", "CONTAINER", "CLAIM", "PROMISED", "CLIENTS"}, rows["NAMESPACE POD"][:6])
+	require.Equal(t, []string{"media", "plex-0", "plex", "media/plex-0-gpu-x7k2p", "50%", "(1/2)", "2.0GiB", "0", "-", "70%"}, rows["media plex-0"][:10])
+	require.Equal(t, []string{"media", "jellyfin-0", "jellyfin", "media/jellyfin-0-gpu-q9z4m", "50%", "(1/2)", "0", "-", "10%"}, rows["media jellyfin-0"][:9])
+	require.Equal(t, []string{"(host)", "-", "-", "-", "-", "0"}, rows["(host) -"][:6])
+}

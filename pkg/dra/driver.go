@@ -23,6 +23,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/dmem"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
 // DriverName is the DRA driver name of dri-cdi: the slices' driver, the
@@ -87,6 +88,9 @@ type Options struct {
 	Metrics *Metrics
 	// HelperOptions are added to the helper's options (tests).
 	HelperOptions []kubeletplugin.Option
+	// PodResources, when set, tells the usage scans which claims each
+	// container holds its cards through (ContainerClaims).
+	PodResources *podresources.Client
 }
 
 // Driver is the DRA kubelet plugin: the agent loop's Backend (Update

@@ -9,6 +9,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 	"github.com/dri-cdi/dri-cdi/pkg/logging"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 	"github.com/dri-cdi/dri-cdi/pkg/usage"
 )
 
@@ -20,6 +21,7 @@ func TestNewFlagSet(t *testing.T) {
 	require.NoError(t, fs.Parse([]string{"--node-name=n1", "--sysfs-root=/s", "--dev-root=/d",
 		"--cdi-dir=/c", "--config=/cfg", "--resync-interval=1m"}))
 	require.Equal(t, "n1", o.NodeName)
+	require.Equal(t, podresources.DefaultSocket, o.PodResourcesSocket)
 	require.Equal(t, agent.Options{
 		Roots: drm.Roots{Sysfs: "/s", Dev: "/d"}, CDIDir: "/c", ConfigPath: "/cfg",
 		MetricsAddr: ":9472", ResyncInterval: time.Minute,

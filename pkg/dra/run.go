@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -10,7 +11,12 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
+
+// usageClaimsTimeout bounds the usage scans' PodResources List: off every
+// request path, a loaded kubelet may take its time.
+const usageClaimsTimeout = 2 * time.Second
 
 // RunOptions configure dri-cdi-dra.
 type RunOptions struct {
@@ -26,6 +32,9 @@ type RunOptions struct {
 	// PluginDataDir and RegistrarDir default to the helper's defaults
 	// (NewDriver, which also checks the options).
 	PluginDataDir, RegistrarDir string
+	// PodResourcesSocket is the kubelet's PodResources socket, read with
+	// --usage only: which claims each container holds its cards through.
+	PodResourcesSocket string
 	// CgroupRoot is the host's cgroup v2 mount (dmem.capacity).
 	CgroupRoot string
 
@@ -58,11 +67,18 @@ func Run(ctx context.Context, o RunOptions) error {
 		return err
 	}
 	cfg, a := loop.Config(), o.Agent
+	var pr *podresources.Client
+	if a.Usage.Enabled {
+		if pr, err = podresources.New(o.PodResourcesSocket, podresources.WithTimeout(usageClaimsTimeout)); err != nil {
+			return err
+		}
+		defer pr.Close()
+	}
 	d, err := NewDriver(Options{
 		NodeName: o.NodeName, Kind: cfg.Kind(), SysfsRoot: a.Roots.Sysfs, CgroupRoot: o.CgroupRoot,
 		PluginDataDir: o.PluginDataDir, RegistrarDir: o.RegistrarDir, PodUID: o.PodUID,
 		KubeClient: client, Log: a.Log.WithField("component", "dra"), Metrics: NewMetrics(loop.Metrics().Registry),
-		HelperOptions: o.HelperOptions,
+		HelperOptions: o.HelperOptions, PodResources: pr,
 	})
 	if err != nil {
 		return err

@@ -20,6 +20,12 @@
 // the kubelet's rate limit rejects is retried after a short backoff
 // (pkg/backoff) until the client's timeout.
 //
+// # The node's claims
+//
+// NodeClaims lists, with one List call and no retry, the DRA claim
+// devices (and share IDs) of every container of the node: for readers off
+// the container-creation path, such as dri-cdi-dra's usage scans.
+//
 // # Example
 //
 //	c, err := podresources.New("/var/lib/kubelet/pod-resources/kubelet.sock")

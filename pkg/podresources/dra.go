@@ -2,7 +2,10 @@ package podresources
 
 import (
 	"context"
+	"fmt"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
@@ -52,28 +55,67 @@ func (c *Client) ContainerAllocation(ctx context.Context, namespace, pod, contai
 // containerClaims flattens the DynamicResources of the named container.
 // The container exists: containerDevices found it.
 func containerClaims(res *v1.PodResources, container string) []ClaimDevice {
-	var out []ClaimDevice
 	for _, ctr := range res.GetContainers() {
-		if ctr.GetName() != container {
-			continue
+		if ctr.GetName() == container {
+			return claimDevices(ctr)
 		}
-		for _, dr := range ctr.GetDynamicResources() {
-			for _, cr := range dr.GetClaimResources() {
-				d := ClaimDevice{
-					Claim:     dr.GetClaimName(),
-					Namespace: dr.GetClaimNamespace(),
-					Driver:    cr.GetDriverName(),
-					Pool:      cr.GetPoolName(),
-					Device:    cr.GetDeviceName(),
-					ShareID:   cr.GetShareId(),
-				}
-				for _, cdi := range cr.GetCdiDevices() {
-					d.CDIDevices = append(d.CDIDevices, cdi.GetName())
-				}
-				out = append(out, d)
-			}
-		}
-		return out
 	}
 	return nil
+}
+
+// claimDevices flattens the DynamicResources of one container.
+func claimDevices(ctr *v1.ContainerResources) []ClaimDevice {
+	var out []ClaimDevice
+	for _, dr := range ctr.GetDynamicResources() {
+		for _, cr := range dr.GetClaimResources() {
+			d := ClaimDevice{
+				Claim:     dr.GetClaimName(),
+				Namespace: dr.GetClaimNamespace(),
+				Driver:    cr.GetDriverName(),
+				Pool:      cr.GetPoolName(),
+				Device:    cr.GetDeviceName(),
+				ShareID:   cr.GetShareId(),
+			}
+			for _, cdi := range cr.GetCdiDevices() {
+				d.CDIDevices = append(d.CDIDevices, cdi.GetName())
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// ContainerClaims are the DRA claim devices of one container of the
+// node.
+type ContainerClaims struct {
+	// Namespace, Pod and Container name the container.
+	Namespace, Pod, Container string
+	// Claims are its claims' devices, in the kubelet's order.
+	Claims []ClaimDevice
+}
+
+// NodeClaims lists, with one List call within the client's timeout, the
+// DRA claim devices of every container of the node that has any, in the
+// kubelet's order. It is for readers off the container-creation path
+// (the usage scans of dri-cdi-dra); a call the kubelet's rate limit
+// rejects is not retried, the caller asks again later.
+func (c *Client) NodeClaims(ctx context.Context) ([]ContainerClaims, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	rsp, err := c.api.List(ctx, &v1.ListPodResourcesRequest{})
+	if err != nil {
+		if status.Code(err) == codes.Unavailable {
+			c.conn.ResetConnectBackoff()
+		}
+		return nil, fmt.Errorf("kubelet PodResources List via %s: %w", c.socket, err)
+	}
+	var out []ContainerClaims
+	for _, p := range rsp.GetPodResources() {
+		for _, ctr := range p.GetContainers() {
+			if claims := claimDevices(ctr); len(claims) > 0 {
+				out = append(out, ContainerClaims{Namespace: p.GetNamespace(), Pod: p.GetName(), Container: ctr.GetName(), Claims: claims})
+			}
+		}
+	}
+	return out, nil
 }

@@ -88,3 +88,31 @@ func BenchmarkContainerAllocation(b *testing.B) {
 		return err
 	})
 }
+
+func TestNodeClaims(t *testing.T) {
+	share := podresources.ClaimDevice{
+		Claim: "share-a-gpu", Namespace: "media", Driver: "dri-cdi.dev", Pool: "node-a", Device: "pci-0000-00-02-0",
+		CDIDevices: []string{"dri-cdi.dev/gpu=0000:00:02.0"}, ShareID: "7d9c2a1e-0b1c-4f3e-9a52-1f0e2d3c4b5a",
+	}
+	whole := podresources.ClaimDevice{
+		Claim: "whole", Namespace: "default", Driver: "dri-cdi.dev", Pool: "node-a", Device: "pci-0000-03-00-0",
+		CDIDevices: []string{"dri-cdi.dev/gpu=0000:03:00.0"},
+	}
+	s := startFake(t) // default/gpu: app and sidecar, device-plugin devices only
+	s.SetPod("media", "plex", map[string]podresourcestest.Container{"plex": {}, "logs": {}})
+	s.SetClaims("media", "plex", map[string][]podresources.ClaimDevice{"plex": {share}})
+	s.SetClaims("default", "gpu", map[string][]podresources.ClaimDevice{"sidecar": {whole}})
+	c := newClient(t, s.Socket())
+	got, err := c.NodeClaims(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []podresources.ContainerClaims{
+		{Namespace: "default", Pod: "gpu", Container: "sidecar", Claims: []podresources.ClaimDevice{whole}},
+		{Namespace: "media", Pod: "plex", Container: "plex", Claims: []podresources.ClaimDevice{share}},
+	}, got, "only containers with claims, each with its share ID")
+	_, lists := s.Calls()
+	require.Equal(t, int64(1), lists, "one List call")
+
+	s.SetRateLimited(1)
+	_, err = c.NodeClaims(context.Background())
+	require.ErrorContains(t, err, "PodResources List via "+s.Socket())
+}

@@ -1,6 +1,8 @@
 package usage
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,6 +17,7 @@ type Collector struct {
 	m *Monitor
 
 	busy, maxFreq, memory, clients, idleSeconds, idle *prometheus.Desc
+	claimShares, claimPromised, claimMemory           *prometheus.Desc
 	scans, scanErrors, unreadable, malformed          *prometheus.Desc
 	processes, duration, timestamp                    *prometheus.Desc
 }
@@ -26,30 +29,34 @@ func NewCollector(m *Monitor) *Collector {
 	who := []string{"card", "driver", "namespace", "pod", "container"}
 	withEngine := append([]string{"card", "driver", "engine"}, who[2:]...)
 	withMemory := append([]string{"card", "driver", "region", "kind"}, who[2:]...)
+	withClaim := append(slices.Clone(who), "claim_namespace", "claim", "share_id")
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(MetricPrefix+name, help, labels, nil)
 	}
 	return &Collector{
-		m:           m,
-		busy:        d("engine_busy_seconds_total", "Busy time of the card's engines of one class for the container's DRM clients, exited clients included (engines of capacity N count 1/N).", withEngine...),
-		maxFreq:     d("engine_maxfreq_seconds_total", "drm-cycles over drm-maxfreq: the time the container's work on the engine class would take at the engine's top frequency. Not busy time.", withEngine...),
-		memory:      d("memory_bytes", "Memory of the container's open DRM clients on the card, per region and kind (total, shared, resident, purgeable, active).", withMemory...),
-		clients:     d("clients", "Open DRM clients (distinct DRM files) of the container on the card.", who...),
-		idleSeconds: d("idle_seconds", "Time since the container last used any engine of the card, or since it was first seen.", who...),
-		idle:        d("idle", "1 while the container holds an open client of the card and has used none of its engines for --usage-idle-after, else 0.", who...),
-		scans:       d("scans_total", "Completed usage scans."),
-		scanErrors:  d("scan_errors_total", "Usage scans that failed (the proc root could not be read)."),
-		unreadable:  d("unreadable_processes", "Processes the last scan could not read (missing CAP_SYS_PTRACE, AppArmor, or a process no one may read)."),
-		malformed:   d("malformed_lines_total", "drm- lines of fdinfo files that could not be parsed and were skipped."),
-		processes:   d("processes", "Processes the last scan looked at."),
-		duration:    d("scan_duration_seconds", "Duration of the last completed scan."),
-		timestamp:   d("last_scan_timestamp_seconds", "Unix time of the last completed scan."),
+		m:             m,
+		busy:          d("engine_busy_seconds_total", "Busy time of the card's engines of one class for the container's DRM clients, exited clients included (engines of capacity N count 1/N).", withEngine...),
+		maxFreq:       d("engine_maxfreq_seconds_total", "drm-cycles over drm-maxfreq: the time the container's work on the engine class would take at the engine's top frequency. Not busy time.", withEngine...),
+		memory:        d("memory_bytes", "Memory of the container's open DRM clients on the card, per region and kind (total, shared, resident, purgeable, active).", withMemory...),
+		clients:       d("clients", "Open DRM clients (distinct DRM files) of the container on the card.", who...),
+		idleSeconds:   d("idle_seconds", "Time since the container last used any engine of the card, or since it was first seen.", who...),
+		idle:          d("idle", "1 while the container holds an open client of the card and has used none of its engines for --usage-idle-after, else 0.", who...),
+		claimShares:   d("claim_shares", "Shares of the card the container's DRA claim consumed (share_id: its allocation's share ID); 0 for a claim that holds the card whole or with admin access. dri-cdi-dra only.", withClaim...),
+		claimPromised: d("claim_promised_ratio", "The part of the card the container's DRA claim was promised, 0 to 1: its shares over the card's shares, 1 for a claim that holds the card whole, 0 with admin access. Compare with rate(dri_cdi_usage_engine_busy_seconds_total[5m]). dri-cdi-dra only.", withClaim...),
+		claimMemory:   d("claim_memory_bytes", "Device memory the container's DRA claim consumed of the card's memory capacity (where the card publishes one, a share's amount). Compare with dri_cdi_usage_memory_bytes. dri-cdi-dra only.", withClaim...),
+		scans:         d("scans_total", "Completed usage scans."),
+		scanErrors:    d("scan_errors_total", "Usage scans that failed (the proc root could not be read)."),
+		unreadable:    d("unreadable_processes", "Processes the last scan could not read (missing CAP_SYS_PTRACE, AppArmor, or a process no one may read)."),
+		malformed:     d("malformed_lines_total", "drm- lines of fdinfo files that could not be parsed and were skipped."),
+		processes:     d("processes", "Processes the last scan looked at."),
+		duration:      d("scan_duration_seconds", "Duration of the last completed scan."),
+		timestamp:     d("last_scan_timestamp_seconds", "Unix time of the last completed scan."),
 	}
 }
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.busy, c.maxFreq, c.memory, c.clients, c.idleSeconds, c.idle,
+	for _, d := range []*prometheus.Desc{c.busy, c.maxFreq, c.memory, c.clients, c.idleSeconds, c.idle, c.claimShares, c.claimPromised, c.claimMemory,
 		c.scans, c.scanErrors, c.unreadable, c.malformed, c.processes, c.duration, c.timestamp} {
 		ch <- d
 	}
@@ -91,6 +98,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.clients, prometheus.GaugeValue, float64(u.Clients), who...)
 			ch <- prometheus.MustNewConstMetric(c.idleSeconds, prometheus.GaugeValue, u.IdleSeconds, who...)
 			ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, idle, who...)
+			for _, cl := range u.Claims {
+				labels := append(slices.Clone(who), cl.Namespace, cl.Name, cl.ShareID)
+				ch <- prometheus.MustNewConstMetric(c.claimShares, prometheus.GaugeValue, float64(cl.Shares), labels...)
+				if r, ok := cl.Promised(); ok {
+					ch <- prometheus.MustNewConstMetric(c.claimPromised, prometheus.GaugeValue, r, labels...)
+				}
+				if cl.Memory > 0 {
+					ch <- prometheus.MustNewConstMetric(c.claimMemory, prometheus.GaugeValue, float64(cl.Memory), labels...)
+				}
+			}
 		}
 	}
 }

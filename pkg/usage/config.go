@@ -53,9 +53,10 @@ func (c Config) Validate() error {
 }
 
 // Run registers the usage metrics in reg and scans every c.Interval
-// until ctx ends, naming cards by discovery over roots. It does nothing
-// unless c.Enabled.
-func Run(ctx context.Context, c Config, roots drm.Roots, reg prometheus.Registerer, log *logrus.Entry) error {
+// until ctx ends, naming cards by discovery over roots and, when claims
+// is not nil, the DRA claims containers hold them through. It does
+// nothing unless c.Enabled.
+func Run(ctx context.Context, c Config, roots drm.Roots, claims ClaimSource, reg prometheus.Registerer, log *logrus.Entry) error {
 	if !c.Enabled {
 		return nil
 	}
@@ -73,6 +74,7 @@ func Run(ctx context.Context, c Config, roots drm.Roots, reg prometheus.Register
 		},
 		Namer:     NewBundleNamer(c.BundleDir),
 		IdleAfter: c.IdleAfter,
+		Claims:    claims,
 		Log:       log,
 	})
 	if err := reg.Register(NewCollector(m)); err != nil {

@@ -21,6 +21,15 @@
 // reads the annotations containerd's CRI plugin writes into each
 // container's OCI bundle. Processes outside any pod are the host's.
 //
+// # Claims
+//
+// A Monitor given a ClaimSource (dri-cdi-dra) asks it once per scan which
+// DRA claims each named container holds its cards through, and lists them
+// in the container's row of each card with what each was promised
+// (Claim.Promised); a failed call keeps the last answer. The collector
+// serves them as dri_cdi_usage_claim_shares and
+// dri_cdi_usage_claim_promised_ratio.
+//
 // # Counting
 //
 // A Monitor turns scans into figures per (container, card): each

@@ -3,6 +3,7 @@ package usage
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -85,6 +86,7 @@ func ParseMetrics(r io.Reader) (*Snapshot, error) {
 		u := row(l)
 		u.Memory = append(u.Memory, MemoryUsage{Region: l["region"], Kind: l["kind"], Bytes: uint64(v)})
 	})
+	claimsFromMetrics(each, row)
 	cards := map[string]*CardUsage{}
 	for k, u := range rows {
 		c := cards[k.card]
@@ -94,6 +96,9 @@ func ParseMetrics(r io.Reader) (*Snapshot, error) {
 		}
 		slices.SortFunc(u.Engines, func(a, b EngineUsage) int { return slices.Index(Classes, a.Class) - slices.Index(Classes, b.Class) })
 		slices.SortFunc(u.Memory, func(a, b MemoryUsage) int { return strings.Compare(a.Region+"\x00"+a.Kind, b.Region+"\x00"+b.Kind) })
+		slices.SortFunc(u.Claims, func(a, b Claim) int {
+			return strings.Compare(a.Namespace+"/"+a.Name+"/"+a.ShareID, b.Namespace+"/"+b.Name+"/"+b.ShareID)
+		})
 		c.Users = append(c.Users, *u)
 	}
 	for _, c := range cards {
@@ -104,6 +109,32 @@ func ParseMetrics(r io.Reader) (*Snapshot, error) {
 	}
 	slices.SortFunc(snap.Cards, func(a, b CardUsage) int { return strings.Compare(a.ID, b.ID) })
 	return snap, nil
+}
+
+// claimsFromMetrics rebuilds the rows' claims from claim_shares,
+// claim_promised_ratio and claim_memory_bytes, inverting Claim.Promised: a ratio of 0 is admin
+// access, a share's card shares are its shares over its ratio.
+func claimsFromMetrics(each func(string, func(map[string]string, float64)), row func(map[string]string) *ContainerUsage) {
+	type key struct{ card, ns, pod, ctr, claimNS, claim, share string }
+	keyOf := func(l map[string]string) key {
+		return key{l["card"], l["namespace"], l["pod"], l["container"], l["claim_namespace"], l["claim"], l["share_id"]}
+	}
+	ratios, memory := map[key]float64{}, map[key]int64{}
+	each("claim_promised_ratio", func(l map[string]string, v float64) { ratios[keyOf(l)] = v })
+	each("claim_memory_bytes", func(l map[string]string, v float64) { memory[keyOf(l)] = int64(v) })
+	each("claim_shares", func(l map[string]string, v float64) {
+		c := Claim{Card: l["card"], Namespace: l["claim_namespace"], Name: l["claim"], ShareID: l["share_id"], Shares: int64(v),
+			Memory: memory[keyOf(l)]}
+		r, ok := ratios[keyOf(l)]
+		switch {
+		case ok && r == 0:
+			c.Admin = true
+		case ok && c.ShareID != "":
+			c.CardShares = int64(math.Round(float64(c.Shares) / r))
+		}
+		u := row(l)
+		u.Claims = append(u.Claims, c)
+	})
 }
 
 func metricValue(m *dto.Metric) float64 {

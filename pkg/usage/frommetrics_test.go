@@ -31,7 +31,13 @@ func exposition(t *testing.T, reg *prometheus.Registry) string {
 // a daemon's metrics is the daemon's snapshot, apart from what metrics do
 // not carry (processes, owner IDs, the reader's error counts).
 func TestParseMetricsRoundTrip(t *testing.T) {
-	r := newRig(t, 30*time.Second)
+	src := &claimSource{}
+	src.set(map[usage.Names][]usage.Claim{{Namespace: "media", Pod: "jellyfin-0", Container: "jellyfin"}: {
+		{Card: "0000:00:02.0", Namespace: "media", Name: "a-share", ShareID: shareA, Shares: 3, CardShares: 4, Memory: 6 << 30},
+		{Card: "0000:00:02.0", Namespace: "media", Name: "b-whole"},
+		{Card: "0000:00:02.0", Namespace: "monitoring", Name: "c-admin", Admin: true},
+	}}, nil)
+	r := newRigWith(t, 30*time.Second, src)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(usage.NewCollector(r.m))
 	r.container(podA, ctrA, "media", "jellyfin-0", "jellyfin")
@@ -66,6 +72,7 @@ func TestParseMetricsRoundTrip(t *testing.T) {
 	}
 	require.Equal(t, want.Cards, cur.Cards)
 	jf := user(cur, "0000:00:02.0", "jellyfin")
+	require.Len(t, jf.Claims, 3, "a share, a whole card and admin access read back")
 	require.InDelta(t, 5.0/40, engine(jf, usage.ClassVideo).Busy, 1e-9)
 	require.True(t, jf.Named)
 	require.True(t, user(cur, "226:130", usage.HostLabel).Host)

@@ -48,6 +48,10 @@ type Options struct {
 	Namer Namer
 	// IdleAfter is the idle-allocation threshold (DefaultIdleAfter).
 	IdleAfter time.Duration
+	// Claims, when set, tells the DRA claims through which containers
+	// hold their cards; each named container's row then lists its claims
+	// of that card (ContainerUsage.Claims).
+	Claims ClaimSource
 	// Log receives scan errors; nil discards them.
 	Log *logrus.Entry
 }
@@ -55,12 +59,13 @@ type Options struct {
 // Monitor turns scans of a proc tree into per-container, per-card usage.
 // Scan is called from one goroutine (Run); Snapshot from any.
 type Monitor struct {
-	reader    *Reader
-	cardsOf   func() ([]drm.Card, error)
-	namer     Namer
-	idleAfter time.Duration
-	log       *logrus.Entry
-	now       func() time.Time
+	reader      *Reader
+	cardsOf     func() ([]drm.Card, error)
+	namer       Namer
+	claimSource ClaimSource
+	idleAfter   time.Duration
+	log         *logrus.Entry
+	now         func() time.Time
 
 	mu         sync.Mutex // serializes Scan
 	scans      int
@@ -70,8 +75,12 @@ type Monitor struct {
 	cardsAt    time.Time
 	cardsTried time.Time
 	series     map[seriesKey]*series
-	last       atomic.Pointer[Snapshot]
-	failures   atomic.Int64
+	// claims is the claim source's last answer; claimsFailing is set
+	// while it fails.
+	claims        map[Names][]Claim
+	claimsFailing bool
+	last          atomic.Pointer[Snapshot]
+	failures      atomic.Int64
 }
 
 // NewMonitor returns a Monitor; it reads nothing until Scan.
@@ -86,7 +95,7 @@ func NewMonitor(o Options) *Monitor {
 		o.Log = logging.Discard()
 	}
 	return &Monitor{
-		reader: NewReader(o.ProcRoot), cardsOf: o.Cards, namer: o.Namer,
+		reader: NewReader(o.ProcRoot), cardsOf: o.Cards, namer: o.Namer, claimSource: o.Claims,
 		idleAfter: o.IdleAfter, log: o.Log, now: time.Now,
 		series: map[seriesKey]*series{},
 	}
@@ -201,7 +210,7 @@ func (m *Monitor) Scan() (*Snapshot, error) {
 	m.stats.Unreadable = res.Unreadable
 	m.stats.Malformed += res.Malformed
 	m.stats.ScanSeconds = m.now().Sub(start).Seconds()
-	snap := m.snapshot(now)
+	snap := m.snapshot(now, m.claimsOf())
 	m.lastScan = now
 	m.last.Store(snap)
 	return snap, nil
@@ -392,7 +401,7 @@ func (m *Monitor) gone(s *series, now time.Time) bool {
 	return now.Sub(s.lastLive) > hostRetention
 }
 
-func (m *Monitor) snapshot(now time.Time) *Snapshot {
+func (m *Monitor) snapshot(now time.Time, claims map[Names][]Claim) *Snapshot {
 	snap := &Snapshot{Time: now, Stats: m.stats}
 	if !m.lastScan.IsZero() {
 		snap.Interval = now.Sub(m.lastScan)
@@ -404,7 +413,11 @@ func (m *Monitor) snapshot(now time.Time) *Snapshot {
 			cu = &CardUsage{ID: s.card, Driver: s.driver}
 			cards[s.card] = cu
 		}
-		cu.Users = append(cu.Users, m.containerUsage(s, now, snap.Interval))
+		u := m.containerUsage(s, now, snap.Interval)
+		if u.Named {
+			u.Claims = claimsOfCard(claims[u.Names], s.card)
+		}
+		cu.Users = append(cu.Users, u)
 	}
 	for _, cu := range cards {
 		slices.SortFunc(cu.Users, func(a, b ContainerUsage) int {

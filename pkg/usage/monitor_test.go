@@ -40,6 +40,12 @@ var testCards = []drm.Card{
 
 func newRig(t *testing.T, idleAfter time.Duration) *rig {
 	t.Helper()
+	return newRigWith(t, idleAfter, nil)
+}
+
+// newRigWith is newRig with a claim source.
+func newRigWith(t *testing.T, idleAfter time.Duration, claims usage.ClaimSource) *rig {
+	t.Helper()
 	dir := t.TempDir()
 	p, err := usagetest.New(filepath.Join(dir, "proc"))
 	require.NoError(t, err)
@@ -49,6 +55,7 @@ func newRig(t *testing.T, idleAfter time.Duration) *rig {
 		Cards:     func() ([]drm.Card, error) { return testCards, nil },
 		Namer:     usage.NewBundleNamer(r.bundles),
 		IdleAfter: idleAfter,
+		Claims:    claims,
 	})
 	usage.FakeMonitor(r.m, func() time.Time { return r.now })
 	return r

@@ -77,6 +77,11 @@ type ContainerUsage struct {
 	// Idle is true when it holds an open client and IdleSeconds reached
 	// the Monitor's idle threshold.
 	Idle bool `json:"idle"`
+	// Claims are the DRA claims through which the container holds the
+	// card, with what each was promised of it; empty without a claim
+	// source (the device plugin's agent), for the host and for unnamed
+	// containers.
+	Claims []Claim `json:"claims,omitempty"`
 }
 
 // Process is one process holding a client.
