@@ -92,6 +92,10 @@ type ClusterOptions struct {
 	// instead of the socket itself, so the cluster's PodResources can be
 	// delayed.
 	PodResourcesProxy bool
+	// CgroupV2 runs the node on the cgroup v2 rig (NodeOptions.CgroupV2):
+	// the product's DaemonSets then see the rig's cgroup2 tree at
+	// /sys/fs/cgroup, as on a v2 host.
+	CgroupV2 bool
 }
 
 // Cluster is etcd, kube-apiserver, kube-controller-manager and
@@ -200,6 +204,7 @@ func (s *Suite) StartCluster(ctx context.Context, log Logger, opts ClusterOption
 		Name:        opts.Name,
 		GPUs:        opts.GPUs,
 		SpecDirSize: opts.SpecDirSize,
+		CgroupV2:    opts.CgroupV2,
 		prepare:     c.prepareNode,
 		kubeletArgs: []string{
 			"--kubeconfig=" + c.PKI.Kubeconfigs["kubelet"],

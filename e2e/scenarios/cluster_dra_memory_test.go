@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dri-cdi/dri-cdi/e2e/harness"
+	"github.com/dri-cdi/dri-cdi/pkg/dmem"
 	"github.com/dri-cdi/dri-cdi/pkg/dracheckpoint"
 	"github.com/dri-cdi/dri-cdi/pkg/drm/drmtest"
 )
@@ -49,9 +50,27 @@ spec:
 // memory limit, the reason counted by the NRI plugin. The subtests run
 // in order on one cluster.
 func TestClusterDRAMemory(t *testing.T) {
+	testClusterDRAMemory(t, harness.ClusterOptions{Name: "memory"}, dmem.ReasonCgroupV1)
+}
+
+// TestClusterDRAMemoryCgroupV2 is TestClusterDRAMemory on a node whose
+// kubelet, containerd and runc run on cgroup v2 (the v2 rig), where the
+// NRI plugin sees a cgroup2 tree without the dmem controller: the
+// container still starts, with nothing set, and the reason counted is
+// the missing controller. A limit that runc could not write would fail
+// the container instead.
+func TestClusterDRAMemoryCgroupV2(t *testing.T) {
+	testClusterDRAMemory(t, harness.ClusterOptions{Name: "memory-v2", CgroupV2: true}, dmem.ReasonNoController)
+}
+
+// testClusterDRAMemory runs the memory scenario on a cluster of opts;
+// unenforceable is the reason the NRI plugin must count for each limit
+// it cannot set on that node.
+func testClusterDRAMemory(t *testing.T, opts harness.ClusterOptions, unenforceable string) {
 	ctx := context.Background()
 	small, big := harness.IntelGPU(0), harness.IntelGPU(1)
-	c := startCluster(t, harness.ClusterOptions{Name: "memory", GPUs: []drmtest.GPU{small, big}})
+	opts.GPUs = []drmtest.GPU{small, big}
+	c := startCluster(t, opts)
 	renders := []string{harness.RenderPath(small), harness.RenderPath(big)}
 
 	requireStep(t, "DRAOverlayWithDmemRegions", func(t *testing.T) {
@@ -104,6 +123,7 @@ func TestClusterDRAMemory(t *testing.T) {
 	})
 
 	requireStep(t, "NoDmemHereTheContainerStartsWithoutALimit", func(t *testing.T) {
+		require.Equal(t, opts.CgroupV2, c.Node.CgroupV2())
 		for _, p := range []string{"mem-6gi", "mem-3gi"} {
 			id := mustOnePod(t, c, "default", "app="+p).ContainerID("app")
 			spec, err := c.Node.Inspect(ctx, id)
@@ -120,12 +140,12 @@ func TestClusterDRAMemory(t *testing.T) {
 				} `json:"info"`
 			}
 			require.NoError(t, json.Unmarshal([]byte(spec.Raw), &raw))
-			require.NotContains(t, raw.Info.RuntimeSpec.Linux.Resources.Unified, "dmem.max", "%s: no device memory limit on cgroup v1", p)
+			require.NotContains(t, raw.Info.RuntimeSpec.Linux.Resources.Unified, "dmem.max", "%s: no device memory limit without dmem", p)
 		}
 		// The NRI plugin found both amounts in the checkpoint and counted
-		// why it set nothing: this node's cgroups are v1.
+		// why it set nothing: cgroup v1, or a v2 tree without dmem.
 		m := nriMetrics(t, c)
-		require.Equal(t, 2.0, metricValue(t, m, "dri_cdi_nri_memory_limits_unenforceable_total", "reason", "cgroup_v1"))
+		require.Equal(t, 2.0, metricValue(t, m, "dri_cdi_nri_memory_limits_unenforceable_total", "reason", unenforceable))
 		require.Zero(t, metricValue(t, m, "dri_cdi_nri_memory_limits_total"))
 		for _, p := range []string{"mem-6gi", "mem-3gi"} {
 			kubectl(t, c, "delete", "pod", p, "--wait=true")
