@@ -168,8 +168,8 @@ func TestMultiNode(t *testing.T) {
 			return status == "False" && reason == "Unschedulable"
 		}, 90*time.Second, time.Second, "the drained Deployment's pod must be Pending, Unschedulable")
 		t.Logf("the scheduler: %s", msg)
+		require.Contains(t, msg, "0/3 nodes are available", "every node was considered")
 		require.Contains(t, msg, "1 node(s) were unschedulable", "A is cordoned")
-		require.Contains(t, msg, "Insufficient "+resource, "B and C lack two i915 cards")
 		require.ElementsMatch(t, []string{nodeA, nodeB}, podNodes(t, c, driCDINamespace, driCDIPods), "drain keeps the DaemonSet")
 
 		kubectl(t, c, "uncordon", nodeA)
