@@ -443,8 +443,8 @@ func (c *Cluster) startScheduler(ctx context.Context) (err error) {
 // directory, as it mounts /var/run/nri on a real node) and the CNI
 // network: on the host, the harness's bridge without a gateway (the
 // harness gives the bridge its address); in a node's own network
-// namespace, a bridge there that is its pods' gateway, in the node's pod
-// range.
+// namespace, a bridge there that is its pods' default gateway, in the
+// node's pod range.
 func (c *Cluster) prepareNode(n *Node) error {
 	n.NRISocket = filepath.Join(n.Dir, "nri-run", "nri.sock")
 	binDir, confDir := filepath.Join(n.Dir, "cni", "bin"), filepath.Join(n.Dir, "cni", "net.d")
@@ -470,6 +470,7 @@ func (c *Cluster) prepareNode(n *Node) error {
     "type": "bridge",
     "bridge": %q,
     "isGateway": %t,
+    "isDefaultGateway": %t,
     "ipMasq": false,
     "ipam": {
       "type": "host-local",
@@ -478,7 +479,7 @@ func (c *Cluster) prepareNode(n *Node) error {
     }
   }]
 }
-`, cniNetwork, bridge, gateway, filepath.Join(n.Dir, "cni", "ipam"), subnet, first)
+`, cniNetwork, bridge, gateway, gateway, filepath.Join(n.Dir, "cni", "ipam"), subnet, first)
 	return os.WriteFile(filepath.Join(confDir, "10-"+cniNetwork+".conflist"), []byte(conf), 0o644)
 }
 
