@@ -9,10 +9,12 @@ import (
 )
 
 // Leftovers lists what a run of the harness under workDir left on the
-// machine: live processes that name it or sit in a node's cgroup, mounts
-// under it, the harness's links (dricdi-*), and node cgroups
-// (dri-cdi-e2e-*). A clean teardown leaves none. Zombies do not count:
-// this machine's init does not reap them.
+// machine: live processes that name it, sit in a node's cgroup or hold a
+// node's namespaces (holderEnv: a holder is `sleep infinity` by then, and
+// its mounts went with the directories teardown removed), mounts under it,
+// the harness's links (dricdi-*), and node cgroups (dri-cdi-e2e-*). A
+// clean teardown leaves none. Zombies do not count: this machine's init
+// does not reap them.
 func Leftovers(workDir string) []string {
 	var out []string
 	for _, pid := range allPids() {
@@ -22,7 +24,9 @@ func Leftovers(workDir string) []string {
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		args := strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " ")
 		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-		if strings.Contains(args, workDir+"/") || strings.Contains(string(cg), "/dri-cdi-e2e-") {
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if strings.Contains(args, workDir+"/") || strings.Contains(string(cg), "/dri-cdi-e2e-") ||
+			strings.Contains("\x00"+string(env), "\x00"+holderEnv+"="+workDir+"/") {
 			out = append(out, fmt.Sprintf("process %d: %s", pid, args))
 		}
 	}

@@ -64,6 +64,10 @@ const (
 // holderReady is what the holder prints once its mounts are in place.
 const holderReady = "node namespaces ready"
 
+// holderEnv is the variable in a holder's environment that names its
+// node's directory.
+const holderEnv = "DRI_CDI_E2E_HOLDER"
+
 // nodeNet is what a node of its own needs from its cluster: its index
 // (1, 2, 3, ...: its address and pod range) and the view dir.
 type nodeNet struct {
@@ -95,7 +99,9 @@ func (n *Node) startHolder(ctx context.Context) error {
 	// $0 the node dir, $1 the view dir.
 	script := `mount --bind "$0" "$1" && mount --bind "$0/kubelet" ` + hostKubeletDir +
 		` && ip link set lo up && echo "` + holderReady + `" && exec sleep infinity`
-	p, err := startProc("holder", n.logPath("holder"), n.pidDir(), nil,
+	// The holder ends as `sleep infinity`; holderEnv names its node, so
+	// that Leftovers finds it.
+	p, err := startProc("holder", n.logPath("holder"), n.pidDir(), []string{holderEnv + "=" + n.Dir},
 		"/usr/bin/unshare", "--mount", "--net", "--propagation", "private", "--", "/bin/sh", "-c", script, n.Dir, nn.view)
 	if err != nil {
 		return err
