@@ -227,54 +227,28 @@ func TestMultiNode(t *testing.T) {
 			require.Len(t, devs, 2, "C's slice")
 		}
 		// B, a device-plugin node: its allocatable only.
-		b := node(nodeB)
-		t0 := time.Now()
-		require.NoError(t, b.Tree.Remove(amdB.ID()))
-		require.NoError(t, c.WaitAllocatableOf(ctx, nodeB, amdResource, 0, 90*time.Second))
-		requireOthers(t)
-		time.Sleep(settle)
-		t1 := time.Now()
-		require.NoError(t, b.Tree.Add(amdB))
-		require.NoError(t, c.WaitAllocatableOf(ctx, nodeB, amdResource, 1, 90*time.Second))
-		time.Sleep(settle)
-		t2 := time.Now()
-		for _, w := range []struct {
-			what     string
-			from, to time.Time
-		}{{"unplug", t0, t1}, {"replug", t1, t2}} {
-			reqs, err := c.AuditRequests(w.from, w.to)
-			require.NoError(t, err)
+		for _, w := range cardChange(t, c, node(nodeB), amdB, settle, func(t *testing.T) {
+			require.NoError(t, c.WaitAllocatableOf(ctx, nodeB, amdResource, 0, 90*time.Second))
+			requireOthers(t)
+		}, func(t *testing.T) {
+			require.NoError(t, c.WaitAllocatableOf(ctx, nodeB, amdResource, 1, 90*time.Second))
+		}) {
 			t.Logf("FIGURE card %s on device-plugin node B: %d nodes/status writes by B's kubelet, %d requests by dri-cdi (in %s)", w.what,
-				countRequests(reqs, "system:node:"+nodeB, "nodes/status", writeVerbs...),
-				countRequests(reqs, "system:serviceaccount:dri-cdi:", ""),
-				w.to.Sub(w.from).Round(time.Second))
+				countRequests(w.reqs, "system:node:"+nodeB, "nodes/status", writeVerbs...),
+				countRequests(w.reqs, "system:serviceaccount:dri-cdi:", ""), w.took.Round(time.Second))
 		}
 
 		// C, the DRA node: its slice only.
-		cn := node(nodeC)
-		t0 = time.Now()
-		require.NoError(t, cn.Tree.Remove(amdC.ID()))
-		require.Eventually(t, func() bool {
-			devs, err := c.ResourceSliceDevicesOf(ctx, draDriver, nodeC)
-			return err == nil && len(devs) == 1
-		}, 90*time.Second, 250*time.Millisecond, "C's slice must lose the AMD card")
-		requireAllocatable(t, c, nodeA, resource, 2)
-		requireAllocatable(t, c, nodeB, amdResource, 1)
-		time.Sleep(settle)
-		t1 = time.Now()
-		require.NoError(t, cn.Tree.Add(amdC))
-		waitSliceOf(t, c, nodeC, 2)
-		time.Sleep(settle)
-		t2 = time.Now()
-		for _, w := range []struct {
-			what     string
-			from, to time.Time
-		}{{"unplug", t0, t1}, {"replug", t1, t2}} {
-			reqs, err := c.AuditRequests(w.from, w.to)
-			require.NoError(t, err)
-			writes := countRequests(reqs, draUser, "resourceslices", writeVerbs...)
+		for _, w := range cardChange(t, c, node(nodeC), amdC, settle, func(t *testing.T) {
+			waitSliceOf(t, c, nodeC, 1)
+			requireAllocatable(t, c, nodeA, resource, 2)
+			requireAllocatable(t, c, nodeB, amdResource, 1)
+		}, func(t *testing.T) {
+			waitSliceOf(t, c, nodeC, 2)
+		}) {
+			writes := countRequests(w.reqs, draUser, "resourceslices", writeVerbs...)
 			t.Logf("FIGURE card %s on DRA node C: %d ResourceSlice writes, %d nodes/status writes by C's kubelet (in %s)", w.what,
-				writes, countRequests(reqs, "system:node:"+nodeC, "nodes/status", writeVerbs...), w.to.Sub(w.from).Round(time.Second))
+				writes, countRequests(w.reqs, "system:node:"+nodeC, "nodes/status", writeVerbs...), w.took.Round(time.Second))
 			require.GreaterOrEqual(t, writes, 1, "the slice must have been written")
 		}
 	})
@@ -518,4 +492,37 @@ func (w *daemonWatch) stop() (maxDown int, order []string) {
 	close(w.done)
 	<-w.stopped
 	return w.maxDown, w.order
+}
+
+// cardWindow is what the API server was asked in one half of a cardChange.
+type cardWindow struct {
+	what string
+	reqs []harness.AuditRequest
+	took time.Duration
+}
+
+// cardChange removes card g from node n's tree, runs gone, lets the
+// cluster settle, adds g back, runs back and settles again, and returns
+// the audited requests of the unplug and of the replug.
+func cardChange(t *testing.T, c *harness.Cluster, n *harness.Node, g drmtest.GPU, settle time.Duration, gone, back func(t *testing.T)) []cardWindow {
+	t.Helper()
+	t0 := time.Now()
+	require.NoError(t, n.Tree.Remove(g.ID()))
+	gone(t)
+	time.Sleep(settle)
+	t1 := time.Now()
+	require.NoError(t, n.Tree.Add(g))
+	back(t)
+	time.Sleep(settle)
+	t2 := time.Now()
+	var out []cardWindow
+	for _, w := range []struct {
+		what     string
+		from, to time.Time
+	}{{"unplug", t0, t1}, {"replug", t1, t2}} {
+		reqs, err := c.AuditRequests(w.from, w.to)
+		require.NoError(t, err)
+		out = append(out, cardWindow{w.what, reqs, w.to.Sub(w.from)})
+	}
+	return out
 }
