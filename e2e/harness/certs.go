@@ -31,6 +31,7 @@ type PKI struct {
 	// Kubeconfigs by user: admin, kubelet, controller-manager, scheduler.
 	Kubeconfigs map[string]string
 
+	server string
 	caCert *x509.Certificate
 	caKey  *ecdsa.PrivateKey
 }
@@ -49,14 +50,15 @@ var clusterClients = []clientIdentity{
 	{"scheduler", "system:kube-scheduler", nil},
 }
 
-// newPKI writes the CA, the API server's serving cert (for 127.0.0.1 and
-// the kubernetes Service's first address), the service-account key pair,
-// and one client cert + kubeconfig per control-plane user.
-func newPKI(dir, server string, serviceIP net.IP) (*PKI, error) {
+// newPKI writes the CA, the API server's serving cert (for 127.0.0.1, the
+// kubernetes Service's first address and apiIP, the address it serves on),
+// the service-account key pair, and one client cert + kubeconfig per
+// control-plane user.
+func newPKI(dir, server string, serviceIP, apiIP net.IP) (*PKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	p := &PKI{Dir: dir, Kubeconfigs: map[string]string{}}
+	p := &PKI{Dir: dir, Kubeconfigs: map[string]string{}, server: server}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -80,6 +82,9 @@ func newPKI(dir, server string, serviceIP net.IP) (*PKI, error) {
 	serving := certTemplate("kube-apiserver", nil)
 	serving.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	serving.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), serviceIP}
+	if apiIP != nil && !apiIP.IsLoopback() {
+		serving.IPAddresses = append(serving.IPAddresses, apiIP)
+	}
 	serving.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 	if p.APIServerCert, p.APIServerKey, err = p.issue("apiserver", serving); err != nil {
 		return nil, err
@@ -103,19 +108,38 @@ func newPKI(dir, server string, serviceIP net.IP) (*PKI, error) {
 	}
 
 	for _, c := range clusterClients {
-		t := certTemplate(c.cn, c.orgs)
-		t.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-		cert, key, err := p.issue(c.file, t)
-		if err != nil {
+		if err := p.addKubeconfig(c); err != nil {
 			return nil, err
 		}
-		kc := filepath.Join(dir, c.file+".kubeconfig")
-		if err := writeKubeconfig(kc, server, p.CA, cert, key, c.cn); err != nil {
-			return nil, err
-		}
-		p.Kubeconfigs[c.file] = kc
 	}
 	return p, nil
+}
+
+// addKubeconfig issues the client cert of c and writes its kubeconfig.
+func (p *PKI) addKubeconfig(c clientIdentity) error {
+	t := certTemplate(c.cn, c.orgs)
+	t.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	cert, key, err := p.issue(c.file, t)
+	if err != nil {
+		return err
+	}
+	kc := filepath.Join(p.Dir, c.file+".kubeconfig")
+	if err := writeKubeconfig(kc, p.server, p.CA, cert, key, c.cn); err != nil {
+		return err
+	}
+	p.Kubeconfigs[c.file] = kc
+	return nil
+}
+
+// NodeKubeconfig issues the kubelet of node a client cert the Node
+// authorizer knows (system:node:<node> in system:nodes) and returns its
+// kubeconfig.
+func (p *PKI) NodeKubeconfig(node string) (string, error) {
+	file := "kubelet-" + node
+	if err := p.addKubeconfig(clientIdentity{file, "system:node:" + node, []string{"system:nodes"}}); err != nil {
+		return "", err
+	}
+	return p.Kubeconfigs[file], nil
 }
 
 func certTemplate(cn string, orgs []string) *x509.Certificate {

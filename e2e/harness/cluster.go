@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -105,8 +104,11 @@ type ClusterOptions struct {
 type Cluster struct {
 	// Dir holds the control plane's data, certificates and logs.
 	Dir string
-	// Node is the cluster's only node.
+	// Node is the cluster's only node; nil in a multi-node cluster
+	// (multinode.go).
 	Node *Node
+	// Nodes are the cluster's nodes, in the order they started.
+	Nodes []*Node
 	// PKI holds the CA, certificates and kubeconfigs.
 	PKI *PKI
 	// Kubeconfig is the admin's (system:masters).
@@ -120,6 +122,15 @@ type Cluster struct {
 
 	suite *Suite
 	log   Logger
+	// apiHost is the address the API server serves on: loopback, or the
+	// host bridge's in a multi-node cluster.
+	apiHost string
+	// nodeView is where each node of a multi-node cluster sees its own
+	// directory (netns.go); "" in a single-node cluster.
+	nodeView string
+	// extraArgs are flags a kind of cluster adds to a control-plane
+	// component, by its name.
+	extraArgs map[string][]string
 
 	etcd, apiServer, controllerManager, scheduler *Process
 	cniCacheExisted, cniResultsExisted            bool
@@ -133,72 +144,20 @@ type Cluster struct {
 // kubelet that registers with the API server), imports the product image
 // and waits until the node is Ready. On error everything it started is
 // torn down again.
-func (s *Suite) StartCluster(ctx context.Context, log Logger, opts ClusterOptions) (c *Cluster, err error) {
-	tools, err := FindClusterTools()
-	if err != nil {
-		return nil, err
-	}
-	archive := ImageArchive()
-	if _, err := os.Stat(archive); err != nil {
-		return nil, fmt.Errorf("product image archive: %w (run `make image`)", err)
-	}
+func (s *Suite) StartCluster(ctx context.Context, log Logger, opts ClusterOptions) (*Cluster, error) {
 	if opts.Name == "" {
 		opts.Name = "cluster"
 	}
-	if err := clusterPreflight(); err != nil {
+	c, err := s.newCluster(log, opts.Name, "127.0.0.1")
+	if err != nil {
 		return nil, err
 	}
-	suffix := make([]byte, 3)
-	_, _ = rand.Read(suffix)
-	c = &Cluster{
-		Dir:   filepath.Join(s.WorkDir, "cp-"+opts.Name+"-"+hex.EncodeToString(suffix)),
-		Tools: tools,
-		suite: s,
-		log:   log,
-	}
-	for _, d := range []string{c.Dir, c.logDir(), c.pidDir(), filepath.Join(c.Dir, "etcd")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
-	}
-	// The reaper of a later run undoes the dir by this state: processes by
-	// pid file, mounts, the dir; nothing in the shared host directories,
-	// which belong to the node.
-	c.state = controlPlaneState(c.Dir)
-	if err := c.state.save(); err != nil {
-		os.RemoveAll(c.Dir)
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			log.Logf("cluster failed to start: %v", err)
-			c.DumpLogs()
-			if cerr := c.Close(); cerr != nil {
-				log.Logf("teardown after failed start: %v", cerr)
-			}
-			c = nil
-		}
-	}()
 	start := time.Now()
-	_, err = os.Stat(cniCacheDir)
-	c.cniCacheExisted = err == nil
-	_, err = os.Stat(filepath.Join(cniCacheDir, "results"))
-	c.cniResultsExisted = err == nil
-	removeCNIResults()
-	if err := deleteBridge(); err != nil {
-		return c, err
+	if err := c.startControlPlane(ctx); err != nil {
+		return c.failed(err)
 	}
-	server := fmt.Sprintf("https://127.0.0.1:%d", apiServerPort)
-	if c.PKI, err = newPKI(filepath.Join(c.Dir, "pki"), server, kubernetesServiceIP); err != nil {
-		return c, fmt.Errorf("cluster PKI: %w", err)
-	}
-	c.Kubeconfig = c.PKI.Kubeconfigs["admin"]
-	if err := startInOrder(ctx, c.startEtcd, c.startAPIServer, c.startControllerManager, c.startScheduler); err != nil {
-		return c, err
-	}
-	log.Logf("control plane up in %s", time.Since(start).Round(100*time.Millisecond))
 	if err := createBridge(); err != nil {
-		return c, err
+		return c.failed(err)
 	}
 	c.Node, err = s.StartNode(ctx, log, NodeOptions{
 		Name:        opts.Name,
@@ -213,30 +172,133 @@ func (s *Suite) StartCluster(ctx context.Context, log Logger, opts ClusterOption
 		kubeletConfig: "registerNode: true\nclusterDomain: cluster.local\n",
 	})
 	if err != nil {
-		return c, err
+		return c.failed(err)
 	}
+	c.Nodes = []*Node{c.Node}
 	if opts.PodResourcesProxy {
 		c.PodResources, err = StartPodResourcesProxy(filepath.Join(c.Dir, "pod-resources", "kubelet.sock"), c.Node.PodResourcesSocket)
 		if err != nil {
-			return c, err
+			return c.failed(err)
 		}
 	}
-	if c.Image, err = c.importProductImage(ctx, archive); err != nil {
-		return c, err
+	if err := c.nodesReady(ctx); err != nil {
+		return c.failed(err)
 	}
-	if err := c.WaitNodeReady(ctx, 120*time.Second); err != nil {
-		return c, err
+	log.Logf("cluster ready in %s: node %s Ready, image %s imported", time.Since(start).Round(100*time.Millisecond), NodeName, c.Image)
+	return c, nil
+}
+
+// newCluster checks the tools, the product image and the control plane's
+// ports, and makes the cluster's directory and its state for the reaper.
+func (s *Suite) newCluster(log Logger, name, apiHost string) (*Cluster, error) {
+	tools, err := FindClusterTools()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(ImageArchive()); err != nil {
+		return nil, fmt.Errorf("product image archive: %w (run `make image`)", err)
+	}
+	if err := clusterPreflight(); err != nil {
+		return nil, err
+	}
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	c := &Cluster{
+		Dir:     filepath.Join(s.WorkDir, "cp-"+name+"-"+hex.EncodeToString(suffix)),
+		Tools:   tools,
+		suite:   s,
+		log:     log,
+		apiHost: apiHost,
+	}
+	for _, d := range []string{c.Dir, c.logDir(), c.pidDir(), filepath.Join(c.Dir, "etcd")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	// The reaper of a later run undoes the dir by this state: processes by
+	// pid file, mounts, the dir; nothing in the shared host directories,
+	// which belong to the node.
+	c.state = controlPlaneState(c.Dir)
+	if err := c.state.save(); err != nil {
+		os.RemoveAll(c.Dir)
+		return nil, err
+	}
+	return c, nil
+}
+
+// failed tears down what a start began, after logging err and the logs,
+// and returns err.
+func (c *Cluster) failed(err error) (*Cluster, error) {
+	c.log.Logf("cluster failed to start: %v", err)
+	c.DumpLogs()
+	if cerr := c.Close(); cerr != nil {
+		c.log.Logf("teardown after failed start: %v", cerr)
+	}
+	return nil, err
+}
+
+// startControlPlane makes the PKI and starts etcd, the API server (on
+// apiHost), the controller manager and the scheduler, each with extra
+// flags of the cluster's kind (extraArgs).
+func (c *Cluster) startControlPlane(ctx context.Context) error {
+	start := time.Now()
+	_, err := os.Stat(cniCacheDir)
+	c.cniCacheExisted = err == nil
+	_, err = os.Stat(filepath.Join(cniCacheDir, "results"))
+	c.cniResultsExisted = err == nil
+	removeCNIResults()
+	if err := deleteBridge(); err != nil {
+		return err
+	}
+	server := fmt.Sprintf("https://%s:%d", c.apiHost, apiServerPort)
+	if c.PKI, err = newPKI(filepath.Join(c.Dir, "pki"), server, kubernetesServiceIP, net.ParseIP(c.apiHost)); err != nil {
+		return fmt.Errorf("cluster PKI: %w", err)
+	}
+	c.Kubeconfig = c.PKI.Kubeconfigs["admin"]
+	if err := startInOrder(ctx, c.startEtcd, c.startAPIServer, c.startControllerManager, c.startScheduler); err != nil {
+		return err
+	}
+	c.log.Logf("control plane up in %s", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// nodesReady imports the product image into every node, waits until each
+// is Ready, and until pods can be made (the default ServiceAccount).
+func (c *Cluster) nodesReady(ctx context.Context) error {
+	for _, n := range c.Nodes {
+		img, err := c.importProductImage(ctx, n, ImageArchive())
+		if err != nil {
+			return err
+		}
+		if c.Image != "" && img != c.Image {
+			return fmt.Errorf("node %s imported %s, node %s %s", n.name(), img, c.Nodes[0].name(), c.Image)
+		}
+		c.Image = img
+	}
+	for _, n := range c.Nodes {
+		if err := c.WaitNodeReadyNamed(ctx, n.name(), 120*time.Second); err != nil {
+			return err
+		}
 	}
 	// Pods are refused until the namespace's default ServiceAccount exists.
-	err = poll(ctx, 60*time.Second, func() (bool, error) {
+	err := poll(ctx, 60*time.Second, func() (bool, error) {
 		_, err := c.Kubectl(ctx, "get", "serviceaccount", "default", "-n", "default")
 		return err == nil, nil
 	})
 	if err != nil {
-		return c, fmt.Errorf("wait for the default ServiceAccount: %w", err)
+		return fmt.Errorf("wait for the default ServiceAccount: %w", err)
 	}
-	log.Logf("cluster ready in %s: node %s Ready, image %s imported", time.Since(start).Round(100*time.Millisecond), NodeName, c.Image)
-	return c, nil
+	return nil
+}
+
+// NodeNamed is the cluster's node of that name, nil when there is none.
+func (c *Cluster) NodeNamed(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.name() == name {
+			return n
+		}
+	}
+	return nil
 }
 
 // podResourcesDir is the host directory the overlays mount as the
@@ -315,29 +377,29 @@ func (c *Cluster) startEtcd(ctx context.Context) (err error) {
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context) (err error) {
-	c.apiServer, err = c.start("kube-apiserver", c.Tools.APIServer,
+	c.apiServer, err = c.start("kube-apiserver", append([]string{c.Tools.APIServer,
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClientPort),
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + c.apiHost,
+		"--advertise-address=" + c.apiHost,
 		fmt.Sprintf("--secure-port=%d", apiServerPort),
 		// It refuses a loopback advertise address otherwise.
 		"--endpoint-reconciler-type=none",
-		"--service-cluster-ip-range="+ServiceCIDR,
-		"--tls-cert-file="+c.PKI.APIServerCert,
-		"--tls-private-key-file="+c.PKI.APIServerKey,
-		"--client-ca-file="+c.PKI.CA,
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--tls-cert-file=" + c.PKI.APIServerCert,
+		"--tls-private-key-file=" + c.PKI.APIServerKey,
+		"--client-ca-file=" + c.PKI.CA,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+c.PKI.ServiceAccountPub,
-		"--service-account-signing-key-file="+c.PKI.ServiceAccountKey,
+		"--service-account-key-file=" + c.PKI.ServiceAccountPub,
+		"--service-account-signing-key-file=" + c.PKI.ServiceAccountKey,
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
 		"--profiling=false",
-		"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
-		"--v=1")
+		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
+		"--v=1"}, c.extraArgs["kube-apiserver"]...)...)
 	if err != nil {
 		return err
 	}
-	return c.waitHealthy(ctx, c.apiServer, fmt.Sprintf("https://127.0.0.1:%d/readyz", apiServerPort), 120*time.Second)
+	return c.waitHealthy(ctx, c.apiServer, fmt.Sprintf("https://%s:%d/readyz", c.apiHost, apiServerPort), 120*time.Second)
 }
 
 // componentArgv is the command line of kube-controller-manager or
@@ -355,7 +417,7 @@ func (c *Cluster) componentArgv(bin, name string, port int, extra ...string) []s
 		"--cert-dir=" + filepath.Join(c.Dir, name+"-certs"),
 		"--leader-elect=false",
 		"--v=1",
-	}, extra...)
+	}, append(extra, c.extraArgs[name]...)...)
 }
 
 func (c *Cluster) startControllerManager(ctx context.Context) (err error) {
@@ -384,7 +446,10 @@ func (c *Cluster) startScheduler(ctx context.Context) (err error) {
 // prepareNode runs before the node's containerd starts: it gives the
 // runtime its own NRI socket directory (the DaemonSet mounts that
 // directory, as it mounts /var/run/nri on a real node) and the CNI
-// network.
+// network: on the host, the harness's bridge without a gateway (the
+// harness gives the bridge its address); in a node's own network
+// namespace, a bridge there that is its pods' default gateway, in the
+// node's pod range.
 func (c *Cluster) prepareNode(n *Node) error {
 	n.NRISocket = filepath.Join(n.Dir, "nri-run", "nri.sock")
 	binDir, confDir := filepath.Join(n.Dir, "cni", "bin"), filepath.Join(n.Dir, "cni", "net.d")
@@ -398,36 +463,42 @@ func (c *Cluster) prepareNode(n *Node) error {
 			return err
 		}
 	}
+	bridge, gateway, subnet, first := BridgeName, false, PodCIDR, "198.18.0.10"
+	if nn := n.opts.net; nn != nil {
+		bridge, gateway, subnet = nodeBridge, true, nn.podSubnet()
+		first = fmt.Sprintf("198.18.%d.10", nn.index)
+	}
 	conf := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": %q,
   "plugins": [{
     "type": "bridge",
     "bridge": %q,
-    "isGateway": false,
+    "isGateway": %t,
+    "isDefaultGateway": %t,
     "ipMasq": false,
     "ipam": {
       "type": "host-local",
       "dataDir": %q,
-      "ranges": [[{"subnet": %q, "rangeStart": "198.18.0.10"}]]
+      "ranges": [[{"subnet": %q, "rangeStart": %q}]]
     }
   }]
 }
-`, cniNetwork, BridgeName, filepath.Join(n.Dir, "cni", "ipam"), PodCIDR)
+`, cniNetwork, bridge, gateway, gateway, filepath.Join(n.Dir, "cni", "ipam"), subnet, first)
 	return os.WriteFile(filepath.Join(confDir, "10-"+cniNetwork+".conflist"), []byte(conf), 0o644)
 }
 
-// importProductImage imports the archive `make image` wrote and returns
-// the reference it names; the manifests must name the same.
-func (c *Cluster) importProductImage(ctx context.Context, archive string) (string, error) {
-	before, err := c.Node.Ctr(ctx, "-n", "k8s.io", "images", "ls", "-q")
+// importProductImage imports the archive `make image` wrote into node n
+// and returns the reference it names; the manifests must name the same.
+func (c *Cluster) importProductImage(ctx context.Context, n *Node, archive string) (string, error) {
+	before, err := n.Ctr(ctx, "-n", "k8s.io", "images", "ls", "-q")
 	if err != nil {
 		return "", err
 	}
-	if out, err := c.Node.Ctr(ctx, "-n", "k8s.io", "images", "import", archive); err != nil {
+	if out, err := n.Ctr(ctx, "-n", "k8s.io", "images", "import", archive); err != nil {
 		return "", fmt.Errorf("import %s: %w\n%s", archive, err, out)
 	}
-	after, err := c.Node.Ctr(ctx, "-n", "k8s.io", "images", "ls", "-q")
+	after, err := n.Ctr(ctx, "-n", "k8s.io", "images", "ls", "-q")
 	if err != nil {
 		return "", err
 	}
@@ -444,12 +515,14 @@ func (c *Cluster) importProductImage(ctx context.Context, archive string) (strin
 	return refs[0], nil
 }
 
-// TagImage gives the product image a second tag in the node's runtime,
+// TagImage gives the product image a second tag in every node's runtime,
 // as a new release pulled under another tag would be.
 func (c *Cluster) TagImage(ctx context.Context, tag string) (string, error) {
 	ref := c.Image[:strings.LastIndexByte(c.Image, ':')+1] + tag
-	if out, err := c.Node.Ctr(ctx, "-n", "k8s.io", "images", "tag", "--force", c.Image, ref); err != nil {
-		return "", fmt.Errorf("tag %s as %s: %w\n%s", c.Image, ref, err, out)
+	for _, n := range c.Nodes {
+		if out, err := n.Ctr(ctx, "-n", "k8s.io", "images", "tag", "--force", c.Image, ref); err != nil {
+			return "", fmt.Errorf("tag %s as %s on node %s: %w\n%s", c.Image, ref, n.name(), err, out)
+		}
 	}
 	return ref, nil
 }
@@ -468,16 +541,26 @@ func (c *Cluster) teardown() error {
 	var errs []error
 	c.controllerManager.Stop(syscall.SIGTERM, 10*time.Second)
 	c.scheduler.Stop(syscall.SIGTERM, 10*time.Second)
-	if c.Node != nil && c.apiServer != nil && c.apiServer.Running() {
+	if len(c.Nodes) > 0 && c.apiServer != nil && c.apiServer.Running() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		_, _ = c.Kubectl(ctx, "delete", "pods", "--all", "--all-namespaces", "--force", "--grace-period=0", "--wait=false")
 		_ = poll(ctx, 45*time.Second, func() (bool, error) {
-			out, err := c.Node.Crictl(ctx, "pods", "-q", "--state", "ready")
-			return err == nil && strings.TrimSpace(out) == "", nil
+			for _, n := range c.Nodes {
+				out, err := n.Crictl(ctx, "pods", "-q", "--state", "ready")
+				if err != nil || strings.TrimSpace(out) != "" {
+					return false, nil
+				}
+			}
+			return true, nil
 		})
 		cancel()
 	}
-	if c.Node != nil {
+	// The last node first: the first one made the shared host
+	// directories it found missing, and removes them when they are empty.
+	for i := len(c.Nodes) - 1; i >= 0; i-- {
+		errs = append(errs, c.Nodes[i].Close())
+	}
+	if c.Node != nil && len(c.Nodes) == 0 {
 		errs = append(errs, c.Node.Close())
 	}
 	if err := c.PodResources.Close(); err != nil {
@@ -485,9 +568,6 @@ func (c *Cluster) teardown() error {
 	}
 	c.apiServer.Stop(syscall.SIGTERM, 20*time.Second)
 	c.etcd.Stop(syscall.SIGTERM, 20*time.Second)
-	if err := deleteBridge(); err != nil {
-		errs = append(errs, err)
-	}
 	removeCNIResults()
 	if !c.cniResultsExisted {
 		_ = os.Remove(filepath.Join(cniCacheDir, "results"))
@@ -508,7 +588,11 @@ func (c *Cluster) DumpLogs() {
 	for _, e := range entries {
 		c.log.Logf("---- %s (tail) ----\n%s", e.Name(), tailFile(filepath.Join(c.logDir(), e.Name()), 4000))
 	}
-	if c.Node != nil {
+	for _, n := range c.Nodes {
+		n.log.Logf("==== node %s ====", n.name())
+		n.DumpLogs()
+	}
+	if c.Node != nil && len(c.Nodes) == 0 {
 		c.Node.DumpLogs()
 	}
 }
@@ -522,37 +606,21 @@ func removeCNIResults() {
 	}
 }
 
-func createBridge() error {
-	for _, args := range [][]string{
-		{"link", "add", BridgeName, "type", "bridge"},
-		{"addr", "add", bridgeAddr, "dev", BridgeName},
-		{"link", "set", BridgeName, "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	return nil
-}
+// createBridge creates the single node's CNI bridge with the host's
+// address.
+func createBridge() error { return addBridge(context.Background(), BridgeName, bridgeAddr) }
 
 // deleteBridge removes the CNI bridge (with its address and route) if it
 // exists; the pods' veth ends go with their network namespaces.
-func deleteBridge() error {
-	if _, err := net.InterfaceByName(BridgeName); err != nil {
-		return nil
-	}
-	if out, err := exec.Command("ip", "link", "delete", BridgeName).CombinedOutput(); err != nil {
-		return fmt.Errorf("delete bridge %s: %w: %s", BridgeName, err, out)
-	}
-	return nil
-}
+func deleteBridge() error { return deleteLink(BridgeName) }
 
 // controlPlaneState is a nodeState under which cleanupState touches
-// nothing but dir: every shared directory counts as pre-existing with
-// all of its current entries.
+// nothing but dir and the CNI bridge: every shared directory counts as
+// pre-existing with all of its current entries.
 func controlPlaneState(dir string) *nodeState {
 	st := &nodeState{Dir: dir, DevicePluginDirExisted: true, KubeletDirExisted: true,
-		RunContainerdExisted: true, RunContainerdSExisted: true, ContainerLogDirExisted: true}
+		RunContainerdExisted: true, RunContainerdSExisted: true, ContainerLogDirExisted: true,
+		Links: []string{BridgeName}}
 	st.DevicePluginBefore, _ = dirNames(DevicePluginDir)
 	st.ShimSocketsBefore, _ = dirNames(runContainerdS)
 	return st

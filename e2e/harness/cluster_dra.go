@@ -55,13 +55,19 @@ func (c *Cluster) RequireDRA(ctx context.Context) error {
 }
 
 // LabelNode sets (value non-empty) or removes (value "") a label of the
-// cluster's node.
+// cluster's single node.
 func (c *Cluster) LabelNode(ctx context.Context, key, value string) error {
+	return c.LabelNodeNamed(ctx, NodeName, key, value)
+}
+
+// LabelNodeNamed sets (value non-empty) or removes (value "") a label of
+// node name.
+func (c *Cluster) LabelNodeNamed(ctx context.Context, name, key, value string) error {
 	arg := key + "=" + value
 	if value == "" {
 		arg = key + "-"
 	}
-	_, err := c.Kubectl(ctx, "label", "node", NodeName, arg, "--overwrite")
+	_, err := c.Kubectl(ctx, "label", "node", name, arg, "--overwrite")
 	return err
 }
 
@@ -78,8 +84,14 @@ type SliceDevice struct {
 }
 
 // ResourceSliceDevices returns the devices driver publishes for the
-// cluster's node, across its slices, by device name.
+// cluster's single node, across its slices, by device name.
 func (c *Cluster) ResourceSliceDevices(ctx context.Context, driver string) (map[string]SliceDevice, error) {
+	return c.ResourceSliceDevicesOf(ctx, driver, NodeName)
+}
+
+// ResourceSliceDevicesOf returns the devices driver publishes for node,
+// across its slices, by device name.
+func (c *Cluster) ResourceSliceDevicesOf(ctx context.Context, driver, node string) (map[string]SliceDevice, error) {
 	var list struct {
 		Items []struct {
 			Spec struct {
@@ -113,7 +125,7 @@ func (c *Cluster) ResourceSliceDevices(ctx context.Context, driver string) (map[
 	}
 	out := map[string]SliceDevice{}
 	for _, s := range list.Items {
-		if s.Spec.Driver != driver || s.Spec.NodeName != NodeName {
+		if s.Spec.Driver != driver || s.Spec.NodeName != node {
 			continue
 		}
 		for _, d := range s.Spec.Devices {

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -28,6 +29,28 @@ exec su -s /bin/sh user -c "NODE=$node; $PROBE"
 // running as root until it drops to uid 1000, requesting count of
 // resource.
 func MediaServer(name, resource string, count int) string {
+	return mediaDeployment(name, mediaPodSpec(resource, count))
+}
+
+// MovableMediaServer is MediaServer whose pod tolerates a NotReady or
+// unreachable node for tolerate only (the API server's default is 300s),
+// so that the taint manager evicts it from a failed node within a
+// scenario's time and its Deployment makes a replacement elsewhere.
+func MovableMediaServer(name, resource string, count int, tolerate time.Duration) string {
+	spec := mediaPodSpec(resource, count)
+	var tolerations []any
+	for _, key := range []string{"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"} {
+		tolerations = append(tolerations, map[string]any{
+			"key": key, "operator": "Exists", "effect": "NoExecute",
+			"tolerationSeconds": int64(tolerate / time.Second),
+		})
+	}
+	spec["tolerations"] = tolerations
+	return mediaDeployment(name, spec)
+}
+
+// mediaDeployment is the media server's Deployment with pod spec spec.
+func mediaDeployment(name string, spec map[string]any) string {
 	d := map[string]any{
 		"apiVersion": "apps/v1",
 		"kind":       "Deployment",
@@ -38,7 +61,7 @@ func MediaServer(name, resource string, count int) string {
 			"selector": map[string]any{"matchLabels": map[string]any{"app": name}},
 			"template": map[string]any{
 				"metadata": map[string]any{"labels": map[string]any{"app": name}},
-				"spec":     mediaPodSpec(resource, count),
+				"spec":     spec,
 			},
 		},
 	}

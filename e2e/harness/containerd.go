@@ -242,7 +242,7 @@ func (n *Node) StartContainerd(ctx context.Context) error {
 	}
 	bins := n.bins()
 	path := "PATH=" + filepath.Dir(bins.Containerd) + ":" + os.Getenv("PATH")
-	p, err := startProc("containerd", n.logPath("containerd"), n.pidDir(), []string{path}, n.inRig(bins.Containerd, "--config", cfg)...)
+	p, err := startProc("containerd", n.logPath("containerd"), n.pidDir(), []string{path}, n.inNamespaces(bins.Containerd, "--config", cfg)...)
 	if err != nil {
 		return err
 	}

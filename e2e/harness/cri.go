@@ -27,7 +27,8 @@ func (n *Node) crictl(ctx context.Context, args ...string) (stdout, stderr strin
 	defer cancel()
 	ep := "unix://" + n.ContainerdSocket
 	full := append([]string{"--runtime-endpoint", ep, "--image-endpoint", ep, "--timeout", "20s"}, args...)
-	cmd := exec.CommandContext(ctx, n.suite.Tools.Crictl, full...)
+	argv := n.inNetwork(append([]string{n.suite.Tools.Crictl}, full...)...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "CRI_CONFIG_FILE=/dev/null")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -74,12 +74,17 @@ type NodeStatus struct {
 	} `json:"conditions"`
 }
 
-// Node reads the node's status.
+// NodeStatus reads the status of the single node.
 func (c *Cluster) NodeStatus(ctx context.Context) (*NodeStatus, error) {
+	return c.NodeStatusOf(ctx, NodeName)
+}
+
+// NodeStatusOf reads the status of node name.
+func (c *Cluster) NodeStatusOf(ctx context.Context, name string) (*NodeStatus, error) {
 	var n struct {
 		Status NodeStatus `json:"status"`
 	}
-	if err := c.GetJSON(ctx, &n, "node", NodeName); err != nil {
+	if err := c.GetJSON(ctx, &n, "node", name); err != nil {
 		return nil, err
 	}
 	return &n.Status, nil
@@ -95,27 +100,43 @@ func (s *NodeStatus) Ready() bool {
 	return false
 }
 
-// WaitNodeReady waits until the node reports Ready.
+// WaitNodeReady waits until the single node reports Ready.
 func (c *Cluster) WaitNodeReady(ctx context.Context, timeout time.Duration) error {
+	return c.WaitNodeReadyNamed(ctx, NodeName, timeout)
+}
+
+// WaitNodeReadyNamed waits until node name reports Ready.
+func (c *Cluster) WaitNodeReadyNamed(ctx context.Context, name string, timeout time.Duration) error {
+	return c.WaitNodeReadiness(ctx, name, true, timeout)
+}
+
+// WaitNodeReadiness waits until node name's Ready condition is ready
+// (true: Ready; false: anything else, NotReady or Unknown).
+func (c *Cluster) WaitNodeReadiness(ctx context.Context, name string, ready bool, timeout time.Duration) error {
 	var last *NodeStatus
 	err := poll(ctx, timeout, func() (bool, error) {
-		s, err := c.NodeStatus(ctx)
+		s, err := c.NodeStatusOf(ctx, name)
 		if err != nil {
 			return false, nil
 		}
 		last = s
-		return s.Ready(), nil
+		return s.Ready() == ready, nil
 	})
 	if err != nil {
-		return fmt.Errorf("node %s not Ready (conditions %+v): %w", NodeName, last, err)
+		return fmt.Errorf("node %s: want Ready %t (conditions %+v): %w", name, ready, last, err)
 	}
 	return nil
 }
 
-// Allocatable is the node's allocatable count of resource (0 when the
-// node does not list it).
+// Allocatable is the single node's allocatable count of resource (0 when
+// the node does not list it).
 func (c *Cluster) Allocatable(ctx context.Context, resource string) (int64, error) {
-	s, err := c.NodeStatus(ctx)
+	return c.AllocatableOf(ctx, NodeName, resource)
+}
+
+// AllocatableOf is node name's allocatable count of resource.
+func (c *Cluster) AllocatableOf(ctx context.Context, name, resource string) (int64, error) {
+	s, err := c.NodeStatusOf(ctx, name)
 	if err != nil {
 		return 0, err
 	}
@@ -126,11 +147,17 @@ func (c *Cluster) Allocatable(ctx context.Context, resource string) (int64, erro
 	return strconv.ParseInt(v, 10, 64)
 }
 
-// WaitAllocatable waits until the node's allocatable resource is want.
+// WaitAllocatable waits until the single node's allocatable resource is
+// want.
 func (c *Cluster) WaitAllocatable(ctx context.Context, resource string, want int64, timeout time.Duration) error {
+	return c.WaitAllocatableOf(ctx, NodeName, resource, want, timeout)
+}
+
+// WaitAllocatableOf waits until node name's allocatable resource is want.
+func (c *Cluster) WaitAllocatableOf(ctx context.Context, name, resource string, want int64, timeout time.Duration) error {
 	var have int64 = -1
 	err := poll(ctx, timeout, func() (bool, error) {
-		v, err := c.Allocatable(ctx, resource)
+		v, err := c.AllocatableOf(ctx, name, resource)
 		if err != nil {
 			return false, nil
 		}
@@ -138,7 +165,7 @@ func (c *Cluster) WaitAllocatable(ctx context.Context, resource string, want int
 		return v == want, nil
 	})
 	if err != nil {
-		return fmt.Errorf("node allocatable %s: want %d, have %d: %w", resource, want, have, err)
+		return fmt.Errorf("node %s allocatable %s: want %d, have %d: %w", name, resource, want, have, err)
 	}
 	return nil
 }
@@ -294,15 +321,19 @@ func Running(p *Pod) bool {
 	return true
 }
 
-// ContainerLogs reads a container's output through CRI: with the node on
-// 127.0.0.1 the API server has no address to reach the kubelet at, so
-// `kubectl logs` cannot work here.
+// ContainerLogs reads a container's output through CRI on the pod's
+// node: with the single node on 127.0.0.1 the API server has no address
+// to reach the kubelet at, so `kubectl logs` cannot work there.
 func (c *Cluster) ContainerLogs(ctx context.Context, p *Pod, container string) (string, error) {
 	id := p.ContainerID(container)
 	if id == "" {
 		return "", fmt.Errorf("pod %s/%s: container %s has no id yet", p.Metadata.Namespace, p.Metadata.Name, container)
 	}
-	return c.Node.Logs(ctx, id)
+	n := c.NodeNamed(p.Spec.NodeName)
+	if n == nil {
+		return "", fmt.Errorf("pod %s/%s runs on %q, not a node of the cluster", p.Metadata.Namespace, p.Metadata.Name, p.Spec.NodeName)
+	}
+	return n.Logs(ctx, id)
 }
 
 // WaitContainerOutput waits until the container printed marker and

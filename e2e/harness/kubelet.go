@@ -19,10 +19,10 @@ const (
 func (n *Node) kubeletConfig() string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: %d
-healthzBindAddress: 127.0.0.1
+healthzBindAddress: %s
 healthzPort: %d
 authentication:
   anonymous:
@@ -48,7 +48,7 @@ evictionHard:
   imagefs.available: "1%%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-%s`, kubeletPort, kubeletReadOnlyPort, kubeletHealthzPort, n.ContainerdSocket, n.ContainerdSocket,
+%s`, n.kubeletAddress(), kubeletPort, kubeletReadOnlyPort, n.kubeletAddress(), kubeletHealthzPort, n.ContainerdSocket, n.ContainerdSocket,
 		n.ManifestDir, filepath.Join(n.Dir, "pod-logs"), n.kubeletCgroupRoot(), n.rigKubeletConfig()+n.opts.kubeletConfig)
 }
 
@@ -60,19 +60,26 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 		return err
 	}
 	reg := filepath.Join(DevicePluginDir, "kubelet.sock")
+	root := n.KubeletRoot
+	if n.holder != nil {
+		// The node's kubelet dir is /var/lib/kubelet in its namespace
+		// (netns.go); the harness reaches it at KubeletRoot.
+		reg = filepath.Join(n.KubeletRoot, "device-plugins", "kubelet.sock")
+		root = hostKubeletDir
+	}
 	args := append([]string{n.suite.Tools.Kubelet,
 		"--config=" + cfg,
-		"--root-dir=" + n.KubeletRoot,
-		"--cert-dir=" + filepath.Join(n.KubeletRoot, "pki"),
-		"--hostname-override=" + NodeName,
+		"--root-dir=" + root,
+		"--cert-dir=" + filepath.Join(root, "pki"),
+		"--hostname-override=" + n.name(),
 		"--v=2"}, n.opts.kubeletArgs...)
-	p, err := startProc("kubelet", n.logPath("kubelet"), n.pidDir(), nil, n.inRig(args...)...)
+	p, err := startProc("kubelet", n.logPath("kubelet"), n.pidDir(), nil, n.inNamespaces(args...)...)
 	if err != nil {
 		return err
 	}
 	n.kubelet = p
 	n.log.Logf("kubelet started (pid %d)", p.Pid())
-	healthz := fmt.Sprintf("http://127.0.0.1:%d/healthz", kubeletHealthzPort)
+	healthz := fmt.Sprintf("http://%s:%d/healthz", n.kubeletAddress(), kubeletHealthzPort)
 	return p.waitReady(ctx, "kubelet", 120*time.Second, func() bool {
 		return httpOK(ctx, healthz) && socketLive(reg) && socketLive(n.PodResourcesSocket)
 	})

@@ -61,6 +61,11 @@ type NodeOptions struct {
 	prepare       func(*Node) error
 	kubeletArgs   []string
 	kubeletConfig string
+	// Set by Suite.StartMultiNodeCluster (multinode.go): the node's name
+	// (the kubelet's --hostname-override; "" is NodeName) and its own
+	// mount and network namespaces (netns.go).
+	nodeName string
+	net      *nodeNet
 }
 
 // Node is one running containerd + kubelet (+ dri-cdi) on private paths.
@@ -98,6 +103,7 @@ type Node struct {
 	closeOnce  sync.Once
 	closeErr   error
 	rig        *cgroupV2Rig
+	holder     *Process
 	containerd *Process
 	kubelet    *Process
 	agent      *Process
@@ -138,7 +144,10 @@ func (s *Suite) StartNode(ctx context.Context, log Logger, opts NodeOptions) (n 
 	if opts.HideCDIFromRuntime {
 		n.RuntimeCDIDir = filepath.Join(dir, "runtime-cdi")
 	}
-	if err := preflight(); err != nil {
+	if opts.CgroupV2 && opts.net != nil {
+		return nil, errors.New("start node: a node of its own namespaces has no cgroup v2 rig")
+	}
+	if err := preflight(opts.net == nil); err != nil {
 		return nil, err
 	}
 	if _, err := s.containerdBins(opts.Containerd); err != nil {
@@ -206,6 +215,11 @@ func (s *Suite) StartNode(ctx context.Context, log Logger, opts NodeOptions) (n 
 			return n, err
 		}
 	}
+	if opts.net != nil {
+		if err := n.startHolder(ctx); err != nil {
+			return n, err
+		}
+	}
 	if err := startInOrder(ctx, n.StartContainerd, n.importImages, n.StartKubelet); err != nil {
 		return n, err
 	}
@@ -223,13 +237,17 @@ func (s *Suite) StartNode(ctx context.Context, log Logger, opts NodeOptions) (n 
 }
 
 // preflight refuses to run next to a live kubelet: it would share the
-// device-plugin directory and the ports.
-func preflight() error {
+// device-plugin directory and, for a node on the host's network (ports),
+// the ports.
+func preflight(ports bool) error {
 	sock := filepath.Join(DevicePluginDir, "kubelet.sock")
 	if socketLive(sock) {
 		return fmt.Errorf("a kubelet is already serving %s; the e2e node needs the machine to itself", sock)
 	}
 	for _, port := range []int{kubeletPort, kubeletReadOnlyPort, kubeletHealthzPort} {
+		if !ports {
+			break
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			return fmt.Errorf("kubelet port %d is taken: %w", port, err)
@@ -271,6 +289,7 @@ func (n *Node) teardown() error {
 	step("stopping the kubelet", func() { n.kubelet.Stop(syscall.SIGTERM, 20*time.Second) })
 	step("stopping containerd", func() { n.containerd.Stop(syscall.SIGTERM, 20*time.Second) })
 	step("stopping the cgroup v2 rig", n.stopRig)
+	step("stopping the namespaces' holder", n.stopHolder)
 	step("cleaning up", func() {
 		if err := cleanupState(n.state); err != nil {
 			errs = append(errs, err)
@@ -398,6 +417,17 @@ func (n *Node) WaitLog(ctx context.Context, timeout time.Duration, min int, name
 	}
 	return nil
 }
+
+// name is the node's name in the cluster.
+func (n *Node) name() string {
+	if n.opts.nodeName != "" {
+		return n.opts.nodeName
+	}
+	return NodeName
+}
+
+// Name is the node's name (the kubelet's --hostname-override).
+func (n *Node) Name() string { return n.name() }
 
 // CgroupRoot is the kubelet's cgroupRoot for this node, without the
 // leading slash; put other containers below it so teardown finds them.

@@ -48,20 +48,57 @@ func (c *Cluster) WriteOverlay(dir string, opts OverlayOptions) (string, error) 
 	return dir, c.writeKustomization(dir, base, "dri-cdi", true, opts)
 }
 
+// overlayPaths are the host paths the e2e overlays give the DaemonSets,
+// as the nodes' runtimes resolve them.
+type overlayPaths struct {
+	Sysfs, Dev, CDIDir, NRIDir      string
+	PodResourcesDir                 string
+	RegistryDir, PluginDir, APIHost string
+}
+
+// overlayPaths are the single node's private paths; in a multi-node
+// cluster the paths every node sees its own at: its directory under the
+// view dir, its kubelet dir at /var/lib/kubelet (netns.go).
+func (c *Cluster) overlayPaths() overlayPaths {
+	if c.nodeView != "" {
+		return overlayPaths{
+			Sysfs:           filepath.Join(c.nodeView, "drm", "sys"),
+			Dev:             filepath.Join(c.nodeView, "drm", "dev"),
+			CDIDir:          filepath.Join(c.nodeView, "cdi"),
+			NRIDir:          filepath.Join(c.nodeView, "nri-run"),
+			PodResourcesDir: filepath.Join(hostKubeletDir, "pod-resources"),
+			RegistryDir:     filepath.Join(hostKubeletDir, "plugins_registry"),
+			PluginDir:       filepath.Join(hostKubeletDir, "plugins", "dri-cdi.dev"),
+			APIHost:         c.apiHost,
+		}
+	}
+	n := c.Node
+	return overlayPaths{
+		Sysfs:           n.SysfsRoot,
+		Dev:             n.DevRoot,
+		CDIDir:          n.CDIDir,
+		NRIDir:          filepath.Dir(n.NRISocket),
+		PodResourcesDir: c.podResourcesDir(),
+		RegistryDir:     n.PluginsRegistryDir(),
+		PluginDir:       n.DRAPluginDir(),
+		APIHost:         c.apiHost,
+	}
+}
+
 // writeKustomization renders the overlay template into dir: resource is
 // the base (or a rendered file), paths adds the CDI, NRI and
 // pod-resources retargeting to the fake-DRM-tree patches.
 func (c *Cluster) writeKustomization(dir, resource, daemonSet string, paths bool, opts OverlayOptions) error {
-	n := c.Node
+	p := c.overlayPaths()
 	data := map[string]any{
 		"Base":            resource,
 		"DaemonSet":       daemonSet,
 		"Paths":           paths,
-		"Sysfs":           n.SysfsRoot,
-		"Dev":             n.DevRoot,
-		"CDIDir":          n.CDIDir,
-		"NRIDir":          filepath.Dir(n.NRISocket),
-		"PodResourcesDir": c.podResourcesDir(),
+		"Sysfs":           p.Sysfs,
+		"Dev":             p.Dev,
+		"CDIDir":          p.CDIDir,
+		"NRIDir":          p.NRIDir,
+		"PodResourcesDir": p.PodResourcesDir,
 		"Config":          opts.Config,
 		"ImageTag":        opts.ImageTag,
 		"DevPaths":        opts.DevPaths,

@@ -56,18 +56,18 @@ func (c *Cluster) WriteDRAOverlayWith(dir string, opts OverlayOptions) (string, 
 			return "", err
 		}
 	}
-	n := c.Node
+	p := c.overlayPaths()
 	data := map[string]any{
 		"DmemRoot":        dmemRoot,
 		"Base":            "device-plugin",
-		"Sysfs":           n.SysfsRoot,
-		"Dev":             n.DevRoot,
-		"CDIDir":          n.CDIDir,
-		"NRIDir":          filepath.Dir(n.NRISocket),
-		"PodResourcesDir": c.podResourcesDir(),
-		"RegistryDir":     n.PluginsRegistryDir(),
-		"PluginDir":       n.DRAPluginDir(),
-		"APIHost":         "127.0.0.1",
+		"Sysfs":           p.Sysfs,
+		"Dev":             p.Dev,
+		"CDIDir":          p.CDIDir,
+		"NRIDir":          p.NRIDir,
+		"PodResourcesDir": p.PodResourcesDir,
+		"RegistryDir":     p.RegistryDir,
+		"PluginDir":       p.PluginDir,
+		"APIHost":         p.APIHost,
 		"APIPort":         fmt.Sprint(apiServerPort),
 	}
 	var buf bytes.Buffer

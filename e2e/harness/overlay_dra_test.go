@@ -12,14 +12,7 @@ import (
 // the same path inside.
 func TestDRAOverlayRenders(t *testing.T) {
 	c := overlayTestCluster(t)
-	d, err := c.WriteDRAOverlay(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Kustomize(context.Background(), d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := renderDRAOverlay(t, c)
 	i := strings.Index(s, "name: dri-cdi-dra\n  namespace: dri-cdi\nspec:")
 	if i < 0 {
 		t.Fatalf("no DRA DaemonSet in\n%s", s)
@@ -46,4 +39,39 @@ func TestDRAOverlayRenders(t *testing.T) {
 			t.Errorf("rendered DRA DaemonSet still has %q", gone)
 		}
 	}
+}
+
+// TestMultiNodeDRAOverlayRenders renders the e2e DRA overlay of a
+// multi-node cluster: one overlay for every node, so the host paths are
+// the view dir's (the same path on each node, its own directory inside
+// its mount namespace) and the kubelet's defaults, and the DRA pod dials
+// the API server on the host bridge.
+func TestMultiNodeDRAOverlayRenders(t *testing.T) {
+	c := overlayTestCluster(t)
+	c.Node, c.nodeView, c.apiHost = nil, "/e2e/view", hostBridgeIP
+	s := renderDRAOverlay(t, c)
+	for _, want := range []string{"--sysfs-root=/e2e/view/drm/sys", "--dev-root=/e2e/view/drm/dev", "path: /e2e/view/cdi",
+		"path: /e2e/view/nri-run", "path: /var/lib/kubelet/pod-resources", "--registrar-dir=/var/lib/kubelet/plugins_registry",
+		"--plugin-data-dir=/var/lib/kubelet/plugins/dri-cdi.dev", "name: KUBERNETES_SERVICE_HOST\n          value: 198.18.255.1"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("rendered overlay lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "/e2e/drm") || strings.Contains(s, "127.0.0.1") {
+		t.Errorf("rendered overlay names a single node's paths or loopback:\n%s", s)
+	}
+}
+
+// renderDRAOverlay writes c's e2e DRA overlay and renders it.
+func renderDRAOverlay(t *testing.T, c *Cluster) string {
+	t.Helper()
+	d, err := c.WriteDRAOverlay(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Kustomize(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -60,7 +60,7 @@ func overlayTestCluster(t *testing.T) *Cluster {
 		t.Skip("kustomize not installed (make e2e-tools)")
 	}
 	c := &Cluster{Dir: t.TempDir(), Node: &Node{SysfsRoot: "/e2e/drm/sys", DevRoot: "/e2e/drm/dev", CDIDir: "/e2e/cdi", KubeletRoot: "/e2e/kubelet",
-		NRISocket: "/e2e/nri-run/nri.sock", PodResourcesSocket: "/e2e/kubelet/pod-resources/kubelet.sock"}}
+		NRISocket: "/e2e/nri-run/nri.sock", PodResourcesSocket: "/e2e/kubelet/pod-resources/kubelet.sock"}, apiHost: "127.0.0.1"}
 	c.Tools.Kustomize = kustomize
 	return c
 }

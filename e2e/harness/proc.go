@@ -203,11 +203,8 @@ func waitGone(pid int, timeout time.Duration) bool {
 		}
 		// A zombie child of ours still answers kill(0); it is gone for
 		// our purposes once its state is Z.
-		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			s := string(st)
-			if i := strings.LastIndexByte(s, ')'); i >= 0 && strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z") {
-				return true
-			}
+		if zombie(pid) {
+			return true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -33,6 +33,9 @@ type nodeState struct {
 	RunContainerdSExisted  bool     `json:"runContainerdSExisted"`
 	ShimSocketsBefore      []string `json:"shimSocketsBefore"`
 	ContainerLogDirExisted bool     `json:"containerLogDirExisted"`
+	// Links are network links of the harness to delete (a cluster's
+	// bridges).
+	Links []string `json:"links,omitempty"`
 }
 
 func (s *nodeState) save() error {
@@ -98,6 +101,11 @@ func cleanupState(st *nodeState) error {
 	}
 	if err := unmountUnder(st.Dir); err != nil {
 		errs = append(errs, err)
+	}
+	for _, link := range st.Links {
+		if err := deleteLink(link); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if st.CgroupRoot != "" {
 		if err := removeCgroups(st.CgroupRoot); err != nil {
@@ -363,6 +371,11 @@ func cleanDevicePluginDir(st *nodeState) error {
 	}
 	names, ok := dirNames(DevicePluginDir)
 	if !ok {
+		// A multi-node cluster makes /var/lib/kubelet alone, as the
+		// mount point of its nodes' kubelet dirs.
+		if !st.KubeletDirExisted {
+			_ = os.Remove(filepath.Dir(DevicePluginDir))
+		}
 		return nil
 	}
 	var errs []error

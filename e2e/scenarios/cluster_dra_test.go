@@ -25,8 +25,12 @@ const (
 
 // hybridAMD is the node's AMD card next to harness.IntelGPU(0): card1,
 // renderD129, without /dev/kfd (the DRA DaemonSet mounts only /dev/dri).
-func hybridAMD() drmtest.GPU {
-	g := drmtest.AMDdGPU.WithNodes(1, 129)
+func hybridAMD() drmtest.GPU { return amdWithoutKFD(1, 129) }
+
+// amdWithoutKFD is an AMD card at cardN and renderDM without /dev/kfd
+// (the DaemonSets mount only /dev/dri).
+func amdWithoutKFD(card, render int) drmtest.GPU {
+	g := drmtest.AMDdGPU.WithNodes(card, render)
 	g.KFD = false
 	return g
 }

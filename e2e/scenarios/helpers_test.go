@@ -291,16 +291,23 @@ func logPodContainers(t *testing.T, c *harness.Cluster, ns, selector string) {
 	}
 }
 
-// waitSlice waits until the node's ResourceSlice of our driver lists n
-// devices and returns them.
+// waitSlice waits until the single node's ResourceSlice of our driver
+// lists n devices and returns them.
 func waitSlice(t *testing.T, c *harness.Cluster, n int) map[string]harness.SliceDevice {
+	t.Helper()
+	return waitSliceOf(t, c, harness.NodeName, n)
+}
+
+// waitSliceOf waits until node's ResourceSlice of our driver lists n
+// devices and returns them.
+func waitSliceOf(t *testing.T, c *harness.Cluster, node string, n int) map[string]harness.SliceDevice {
 	t.Helper()
 	var devs map[string]harness.SliceDevice
 	require.Eventually(t, func() bool {
 		var err error
-		devs, err = c.ResourceSliceDevices(context.Background(), draDriver)
+		devs, err = c.ResourceSliceDevicesOf(context.Background(), draDriver, node)
 		return err == nil && len(devs) == n
-	}, 90*time.Second, 250*time.Millisecond, "ResourceSlice of %s must list %d devices, lists %v", draDriver, n, devs)
+	}, 90*time.Second, 250*time.Millisecond, "ResourceSlice of %s on %s must list %d devices, lists %v", draDriver, node, n, devs)
 	return devs
 }
 
@@ -620,7 +627,13 @@ func requireMediaServerOpens(t *testing.T, rep *harness.MediaReport) {
 // probeRunning opens node inside a running container through CRI exec.
 func probeRunning(t *testing.T, c *harness.Cluster, containerID, node string) harness.ProbeResult {
 	t.Helper()
-	out, err := c.Node.Exec(context.Background(), containerID, "/bin/sh", "-c", harness.ProbeScript(node))
+	return probeRunningOn(t, c.Node, containerID, node)
+}
+
+// probeRunningOn opens node inside a running container of node n.
+func probeRunningOn(t *testing.T, n *harness.Node, containerID, node string) harness.ProbeResult {
+	t.Helper()
+	out, err := n.Exec(context.Background(), containerID, "/bin/sh", "-c", harness.ProbeScript(node))
 	require.NoError(t, err, out)
 	r, err := harness.ParseProbe(out, node)
 	require.NoError(t, err)
