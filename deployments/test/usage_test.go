@@ -161,12 +161,19 @@ func documentedMetrics(t *testing.T) map[string]bool {
 
 var metricName = regexp.MustCompile(`\b[a-z_]+_[a-z_]+\b`)
 
+// labelList matches a PromQL label list: by, without, on, ignoring,
+// group_left or group_right and its parenthesized label names.
+var labelList = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([a-zA-Z0-9_,\s]*\)`)
+
 // queryMetrics returns the metric names of a PromQL expression: every
 // dri_cdi_ name; any other name that is not a PromQL keyword is an error
 // of the caller's to report.
 func queryMetrics(expr string) (metrics, others []string) {
-	// Drop label matchers and strings, which hold names that are values.
+	// Drop label matchers and strings, which hold names that are values,
+	// and the label lists of aggregations and vector matching, which
+	// hold label names.
 	expr = regexp.MustCompile(`\{[^}]*\}|"[^"]*"`).ReplaceAllString(expr, "")
+	expr = labelList.ReplaceAllString(expr, "")
 	for _, n := range metricName.FindAllString(expr, -1) {
 		switch {
 		case strings.HasPrefix(n, "dri_cdi_"):
@@ -213,7 +220,7 @@ func TestAlerts(t *testing.T) {
 			}
 			sort.Strings(alerts)
 			require.Subset(t, alerts, []string{"DriCdiCardUnhealthy", "DriCdiSpecStoreStale", "DriCdiNRIDisconnected",
-				"DriCdiContainersDenied", "DriCdiContainersFailed", "DriCdiEngineSaturated", "DriCdiIdleAllocation"})
+				"DriCdiContainersDenied", "DriCdiContainersFailed", "DriCdiEngineSaturated", "DriCdiIdleAllocation", "DriCdiShareOverPromised"})
 		})
 	}
 	require.Len(t, specs, 2)
@@ -294,4 +301,14 @@ func TestMonitoringFilesAgree(t *testing.T) {
 	var rules map[string]any
 	require.NoError(t, yaml.UnmarshalStrict(chartRules, &rules))
 	require.Equal(t, rules, comp.Spec)
+}
+
+// TestQueryMetricsSkipsLabelLists: the names in by, on and group_left
+// lists are labels, not metrics, while a name outside them still counts.
+func TestQueryMetricsSkipsLabelLists(t *testing.T) {
+	metrics, others := queryMetrics(`max by (card, namespace) (rate(dri_cdi_usage_engine_busy_seconds_total[5m])) / on (card, namespace) group_left (claim_namespace, share_id) (dri_cdi_usage_claim_promised_ratio > 0)`)
+	require.Equal(t, []string{"dri_cdi_usage_engine_busy_seconds_total", "dri_cdi_usage_claim_promised_ratio"}, metrics)
+	require.Empty(t, others)
+	_, others = queryMetrics(`sum by (pod) (node_gpu_busy) / dri_cdi_usage_idle`)
+	require.Equal(t, []string{"node_gpu_busy"}, others)
 }
