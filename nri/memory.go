@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
@@ -16,6 +14,7 @@ import (
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/dmem"
 	"github.com/dri-cdi/dri-cdi/pkg/dracheckpoint"
+	"github.com/dri-cdi/dri-cdi/pkg/filekey"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
@@ -62,14 +61,8 @@ type DRACheckpoint struct {
 	path string
 
 	mu     sync.Mutex
-	stamp  fileStamp
+	stamp  filekey.Key
 	claims map[string]dracheckpoint.Claim
-}
-
-type fileStamp struct {
-	size  int64
-	mtime time.Time
-	ino   uint64
 }
 
 // NewDRACheckpoint reads the DRA checkpoint at path.
@@ -106,10 +99,7 @@ func (c *DRACheckpoint) load() (map[string]dracheckpoint.Claim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DRA checkpoint: %w", err)
 	}
-	stamp := fileStamp{size: st.Size(), mtime: st.ModTime()}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		stamp.ino = sys.Ino
-	}
+	stamp := filekey.Of(st)
 	if c.claims != nil && stamp == c.stamp {
 		return c.claims, nil
 	}

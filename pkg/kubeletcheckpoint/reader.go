@@ -6,8 +6,9 @@ import (
 	"io"
 	"os"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/dri-cdi/dri-cdi/pkg/filekey"
 )
 
 // DefaultTimeout bounds one read of the checkpoint.
@@ -21,13 +22,8 @@ type Reader struct {
 	timeout time.Duration
 
 	mu     sync.Mutex
-	key    fileKey
+	key    filekey.Key
 	cached *Checkpoint
-}
-
-type fileKey struct {
-	ino, size int64
-	mtime     time.Time
 }
 
 // NewReader returns a Reader of the checkpoint at path whose reads take at
@@ -83,10 +79,7 @@ func (r *Reader) load() (*Checkpoint, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: %s is not a regular file", ErrInvalid, r.path)
 	}
-	key := fileKey{size: fi.Size(), mtime: fi.ModTime()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		key.ino = int64(st.Ino)
-	}
+	key := filekey.Of(fi)
 	if r.cached != nil && key == r.key {
 		return r.cached, nil
 	}
