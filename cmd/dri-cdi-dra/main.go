@@ -19,8 +19,8 @@ import (
 func main() {
 	os.Exit(daemon.Main(dra.NewFlagSet, func(ctx context.Context, o dra.RunOptions, log *logrus.Logger) error {
 		o.Agent.Log, o.Agent.Version = logrus.NewEntry(log).WithField("version", version.Version), version.Version
-		// The kubelet plugin helper and client-go log with klog.
-		klogs, err := klogbridge.Route(o.Agent.Log.WithField("component", "kubeletplugin"))
+		// client-go logs with klog.
+		klogs, err := klogbridge.Route(o.Agent.Log.WithField("component", "client-go"))
 		if err != nil {
 			return err
 		}

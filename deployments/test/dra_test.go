@@ -231,14 +231,14 @@ func TestDRANRIContainerIsTheBases(t *testing.T) {
 	}
 }
 
-// TestDRARBAC pins the ServiceAccount's rights to what the kubelet plugin
-// helper calls, and the policy that narrows them to its own node.
+// TestDRARBAC pins the ServiceAccount's rights to what dri-cdi-dra calls
+// (pkg/draapi.Client), and the policy that narrows them to its own node.
 func TestDRARBAC(t *testing.T) {
 	for name, r := range renderDRA(t) {
 		t.Run(name, func(t *testing.T) {
 			require.Equal(t, []rbacv1.PolicyRule{
 				{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"},
-					Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+					Verbs: []string{"list", "watch", "create", "update", "delete"}},
 				{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
 				{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 			}, r.clusterRole.Rules)

@@ -124,7 +124,7 @@ func (b *bench) draStartToSlice(ctx context.Context, c *harness.Cluster, cards i
 		if i == draStartReps {
 			// Untimed: let the last start log the creation's return,
 			// which races the watch event.
-			waitLog(logPath, "ResourceSlice created", 3*time.Second)
+			waitLog(logPath, "ResourceSlice published", 3*time.Second)
 		}
 		p.Stop(syscall.SIGTERM, 10*time.Second)
 		if err != nil {
@@ -206,7 +206,7 @@ func logStartupSteps(logPath string) {
 		return
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, "startup step") || strings.Contains(l, "ResourceSlice created") {
+		if strings.Contains(l, "startup step") || strings.Contains(l, "ResourceSlice published") {
 			logf("dri-cdi-dra: %s", l)
 		}
 	}

@@ -89,28 +89,34 @@ func TestClusterDRA(t *testing.T) {
 		require.Equal(t, strconv.Itoa(intel.Render), i.Attributes["renderMinor"])
 	})
 
-	requireStep(t, "PluginCreatedTheFirstSliceAndTheControllerKeptIt", func(t *testing.T) {
-		// The node had no slice: the plugin created it itself (allowed by
-		// the overlay's RBAC and admission policy), and the helper's
-		// controller kept that one slice instead of replacing it.
+	requireStep(t, "PluginPublishedTheNodesOneSlice", func(t *testing.T) {
+		// The node had no slice: the plugin created one (allowed by the
+		// overlay's RBAC and admission policy), named by its index and
+		// owned by the Node, and wrote nothing else.
 		pods, err := c.Pods(ctx, driCDINamespace, draPods)
 		require.NoError(t, err)
 		require.Len(t, pods, 1)
 		logs, err := c.ContainerLogs(ctx, &pods[0], "dra")
 		require.NoError(t, err)
-		require.NotContains(t, logs, "cannot create the first ResourceSlice")
+		require.NotContains(t, logs, "cannot publish the node's ResourceSlice")
 		var slices struct {
 			Items []struct {
 				Metadata struct {
-					Name string `json:"name"`
+					Name            string `json:"name"`
+					OwnerReferences []struct {
+						Kind string `json:"kind"`
+						Name string `json:"name"`
+					} `json:"ownerReferences"`
 				} `json:"metadata"`
 			} `json:"items"`
 		}
 		require.NoError(t, c.GetJSON(ctx, &slices, "resourceslices", "--field-selector", "spec.driver="+draDriver))
 		require.Len(t, slices.Items, 1)
 		require.True(t, strings.HasPrefix(slices.Items[0].Metadata.Name, "00000-"+draDriver+"-"+harness.NodeName+"-"), slices.Items[0].Metadata.Name)
-		require.Contains(t, logs, `"msg":"ResourceSlice created"`)
-		require.Contains(t, logs, `"slice":"`+slices.Items[0].Metadata.Name+`"`, "the listed slice must be the one the plugin created")
+		require.Len(t, slices.Items[0].Metadata.OwnerReferences, 1)
+		require.Equal(t, "Node", slices.Items[0].Metadata.OwnerReferences[0].Kind)
+		require.Equal(t, harness.NodeName, slices.Items[0].Metadata.OwnerReferences[0].Name)
+		require.Contains(t, logs, `"msg":"ResourceSlice published"`)
 	})
 
 	var celClaim harness.Claim

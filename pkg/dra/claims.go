@@ -126,9 +126,9 @@ func (s *claimStore) update(fn func(*claimSet)) (int, error) {
 // lockFile takes an exclusive flock on path (created 0600): the lock
 // of every read-modify-write of the checkpoint across processes. Within
 // one process mu serializes; with a rolling update (--pod-uid) two
-// instances share the file, and the helper serializes only their gRPC
-// calls, not the orphan collection (gc.go). Reads need no lock: a save
-// renames a complete file into place.
+// instances share the file, and this lock keeps the prepares,
+// unprepares and orphan collections (gc.go) of both from interleaving.
+// Reads need no lock: a save renames a complete file into place.
 func lockFile(path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {

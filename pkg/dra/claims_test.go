@@ -10,14 +10,13 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/utils/ptr"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -25,27 +24,27 @@ import (
 )
 
 // newDriver is a Driver on data with testPools published, not started:
-// its prepare and unprepare are called directly, without the helper that
-// serializes them in production.
+// its prepare and unprepare are called directly, without the gRPC server
+// (the claim store serializes them either way).
 func newDriver(t *testing.T, data string) *Driver {
 	t.Helper()
 	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, SysfsRoot: t.TempDir(),
-		PluginDataDir: data, KubeClient: fakeClient(), Log: testEntry(t)})
+		PluginDataDir: data, API: apiOf(fakeClient()), Log: testEntry(t)})
 	require.NoError(t, err)
 	require.NoError(t, d.Update(testPools(), nil))
 	return d
 }
 
 // allocated is an allocated claim in namespace ns.
-func allocated(name, uid string, results ...resourceapi.DeviceRequestAllocationResult) *resourceapi.ResourceClaim {
-	return &resourceapi.ResourceClaim{
+func allocated(name, uid string, results ...draapi.DeviceRequestAllocationResult) *draapi.ResourceClaim {
+	return &draapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
-		Status:     resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: results}}},
+		Status:     draapi.ResourceClaimStatus{Allocation: &draapi.AllocationResult{Devices: draapi.DeviceAllocationResult{Results: results}}},
 	}
 }
 
-func ref(c *resourceapi.ResourceClaim) kubeletplugin.NamespacedObject {
-	return kubeletplugin.NamespacedObject{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, UID: c.UID}
+func ref(c *draapi.ResourceClaim) ClaimRef {
+	return ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
 }
 
 // The store serializes prepare on its own: claims for one card prepared
@@ -66,7 +65,7 @@ func TestClaimStoreSerializesPrepare(t *testing.T) {
 			defer wg.Done()
 			c := allocated(fmt.Sprint("c", i), fmt.Sprint("uid-", i), result("gpu", "pci-0000-01-00-0"))
 			<-start
-			got, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+			got, err := d.PrepareResourceClaims(context.Background(), []*draapi.ResourceClaim{c})
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -102,7 +101,7 @@ func TestClaimStoreInUseRules(t *testing.T) {
 	monitor := allocated("monitor", "uid-monitor", admin)
 	other := allocated("other", "uid-other", result("gpu", "pci-0000-01-00-0"))
 
-	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{work, monitor, other})
+	got, err := d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{work, monitor, other})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-work"].Err)
 	require.NoError(t, got["uid-monitor"].Err, "admin access is not kept from a card in use")
@@ -115,23 +114,23 @@ func TestClaimStoreInUseRules(t *testing.T) {
 	// keep a workload claim from it: the scheduler does not count admin
 	// access as a use, so it gives the card to the next workload claim
 	// while the monitor runs.
-	_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(work)})
+	_, err = d.UnprepareResourceClaims(ctx, []ClaimRef{ref(work)})
 	require.NoError(t, err)
 	held, err = d.CardsInUse()
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"0000:01:00.0": "dri-cdi.dev/i915"}, held, "the admin claim's device is still recorded")
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{other})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{other})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-other"].Err, "a monitoring claim must not block a workload claim")
-	_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(other)})
+	_, err = d.UnprepareResourceClaims(ctx, []ClaimRef{ref(other)})
 	require.NoError(t, err)
 
-	_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(monitor)})
+	_, err = d.UnprepareResourceClaims(ctx, []ClaimRef{ref(monitor)})
 	require.NoError(t, err)
 	held, err = d.CardsInUse()
 	require.NoError(t, err)
 	require.Empty(t, held)
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{other})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{other})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-other"].Err)
 }
@@ -148,10 +147,10 @@ func TestAdminClaimFirstDoesNotBlockAWorkload(t *testing.T) {
 	monitor := allocated("monitor", "uid-monitor", admin)
 	work := allocated("work", "uid-work", result("gpu", "pci-0000-01-00-0"))
 
-	got, err := newDriver(t, dir).PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{monitor})
+	got, err := newDriver(t, dir).PrepareResourceClaims(ctx, []*draapi.ResourceClaim{monitor})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-monitor"].Err)
-	got, err = newDriver(t, dir).PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{work})
+	got, err = newDriver(t, dir).PrepareResourceClaims(ctx, []*draapi.ResourceClaim{work})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-work"].Err, "the workload pod must not wait for the monitor")
 	prepared, err := newDriver(t, dir).Prepared()
@@ -228,7 +227,7 @@ func counter(v *prometheus.CounterVec, result string) float64 {
 func TestFailedSaveFailsPrepare(t *testing.T) {
 	forEachSaveFault(t, func(t *testing.T, d *Driver, f *saveFault) {
 		ctx := context.Background()
-		one := []*resourceapi.ResourceClaim{allocated("one", "uid-1", result("gpu", "pci-0000-01-00-0"))}
+		one := []*draapi.ResourceClaim{allocated("one", "uid-1", result("gpu", "pci-0000-01-00-0"))}
 		f.start(t)
 		got, err := d.PrepareResourceClaims(ctx, one)
 		require.Nil(t, got)
@@ -273,10 +272,10 @@ func TestFailedSaveFailsUnprepare(t *testing.T) {
 	forEachSaveFault(t, func(t *testing.T, d *Driver, f *saveFault) {
 		ctx := context.Background()
 		c := allocated("one", "uid-1", result("gpu", "pci-0000-01-00-0"))
-		got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+		got, err := d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{c})
 		require.NoError(t, err)
 		require.NoError(t, got["uid-1"].Err)
-		one := []kubeletplugin.NamespacedObject{ref(c)}
+		one := []ClaimRef{ref(c)}
 		f.start(t)
 		_, err = d.UnprepareResourceClaims(ctx, one)
 		f.requireFailed(t, err, d.opts.Metrics.unprepares)
@@ -313,17 +312,17 @@ func TestRepeatedPrepareFollowsAChangedAllocation(t *testing.T) {
 	d := newDriver(t, t.TempDir())
 	ctx := context.Background()
 	first := allocated("c", "uid-c", result("gpu", "pci-0000-00-02-0"))
-	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{first})
+	got, err := d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{first})
 	require.NoError(t, err)
 	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:00:02.0"}, got["uid-c"].Devices[0].CDIDeviceIDs)
 
 	// Unchanged: the recorded answer.
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{first})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{first})
 	require.NoError(t, err)
 	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:00:02.0"}, got["uid-c"].Devices[0].CDIDeviceIDs)
 
 	moved := allocated("c", "uid-c", result("gpu", "pci-0000-01-00-0"))
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{moved})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{moved})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-c"].Err)
 	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:01:00.0"}, got["uid-c"].Devices[0].CDIDeviceIDs, "the current allocation, not the record")
@@ -331,12 +330,12 @@ func TestRepeatedPrepareFollowsAChangedAllocation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"0000:01:00.0": "dri-cdi.dev/i915"}, held, "the old card is free")
 	other := allocated("other", "uid-other", result("gpu", "pci-0000-00-02-0"))
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{other})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{other})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-other"].Err, "the card the record held is another claim's now")
 
 	gone := allocated("c", "uid-c", result("gpu", "pci-0000-09-00-0"))
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{gone})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{gone})
 	require.NoError(t, err)
 	require.ErrorIs(t, got["uid-c"].Err, ErrUnknownDevice)
 	require.ErrorContains(t, got["uid-c"].Err, "its allocation changed from [node-a/pci-0000-01-00-0], prepared before, to [node-a/pci-0000-09-00-0]")
@@ -347,7 +346,7 @@ func TestRepeatedPrepareFollowsAChangedAllocation(t *testing.T) {
 
 // Two stores on one checkpoint, as the two instances of a rolling update
 // have (each with its own mutex), lose no update of the other: the
-// orphan collection writes outside the helper's serialization.
+// orphan collection writes outside any gRPC call.
 func TestClaimStoresShareTheCheckpointSafely(t *testing.T) {
 	path := filepath.Join(t.TempDir(), CheckpointFile)
 	stores := []*claimStore{newClaimStore(path), newClaimStore(path)}
@@ -381,7 +380,7 @@ func TestRepeatedPrepareOfAnEarlierVersionsAdminRecord(t *testing.T) {
 	mon.AdminAccess = ptr.To(true)
 	monitor := allocated("monitor", "uid-monitor", mon)
 	d := newDriver(t, dir)
-	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{monitor})
+	got, err := d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{monitor})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-monitor"].Err)
 	// What an earlier version wrote: the same record without the flag.
@@ -392,7 +391,7 @@ func TestRepeatedPrepareOfAnEarlierVersionsAdminRecord(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.NoError(t, d.Update(testPools(), map[string]bool{"0000:01:00.0": true}))
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{monitor})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{monitor})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-monitor"].Err, "the recorded answer, not a new prepare of an unhealthy card")
 	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:01:00.0"}, got["uid-monitor"].Devices[0].CDIDeviceIDs)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,41 +11,38 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
+	healthpb "k8s.io/kubelet/pkg/apis/dra-health/v1"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
 	"github.com/dri-cdi/dri-cdi/pkg/backoff"
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/dmem"
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
 // DriverName is the DRA driver name of dri-cdi: the slices' driver, the
 // domain of the unqualified attributes, the plugin's registration name.
 // Its one home is pkg/config, which the NRI plugin and doctor read
-// without linking the helper.
+// without linking the plugin.
 const DriverName = config.DRADriver
 
-// Defaults of Options, from the helper's own defaults.
+// Defaults of Options: the kubelet's directories on a standard node.
 var (
 	// DefaultPluginDataDir holds dra.sock, the checkpoint and the lock.
-	DefaultPluginDataDir = filepath.Join(kubeletplugin.KubeletPluginsDir, DriverName)
-	// DefaultRegistrarDir is where the kubelet looks for plugins; it is
-	// the helper's default, config.DRARegistrarDir (checked by a test).
-	DefaultRegistrarDir = kubeletplugin.KubeletRegistryDir
+	DefaultPluginDataDir = filepath.Join("/var/lib/kubelet/plugins", DriverName)
+	// DefaultRegistrarDir is where the kubelet looks for plugins.
+	DefaultRegistrarDir = config.DRARegistrarDir
 )
 
 const (
 	// healthResend is how often the health report is sent unchanged,
 	// inside the kubelet's 30 s staleness window.
 	healthResend = 10 * time.Second
-	// startRetryMax caps the backoff of a failed helper start (the
-	// kubelet may create its directories after we start).
+	// startRetryMax caps the backoff of a failed start of the kubelet
+	// sockets (the kubelet may create its directories after we start).
 	startRetryMax = 30 * time.Second
 )
 
@@ -75,27 +71,27 @@ type Options struct {
 	// gives shared cards their memory capacity; empty means
 	// dmem.DefaultCgroupRoot.
 	CgroupRoot string
-	// PluginDataDir and RegistrarDir are the helper's directories; they
+	// PluginDataDir holds the DRA socket and the checkpoint;
+	// RegistrarDir is the kubelet's plugin registration directory. They
 	// must be the same paths on the host.
 	PluginDataDir, RegistrarDir string
-	// PodUID, when set, enables the helper's rolling update.
+	// PodUID, when set, enables rolling updates: the sockets are named
+	// after the pod, so that two instances serve side by side.
 	PodUID string
-	// KubeClient publishes slices and reads claims.
-	KubeClient kubernetes.Interface
+	// API publishes slices and reads claims (draapi.Client).
+	API API
 	// Log receives the driver's logs.
 	Log *logrus.Entry
 	// Metrics, if set, counts prepares and publishes.
 	Metrics *Metrics
-	// HelperOptions are added to the helper's options (tests).
-	HelperOptions []kubeletplugin.Option
 	// PodResources, when set, tells the usage scans which claims each
 	// container holds its cards through (ContainerClaims).
 	PodResources *podresources.Client
 }
 
 // Driver is the DRA kubelet plugin: the agent loop's Backend (Update
-// turns pools into the node's ResourceSlice) and the helper's DRAPlugin
-// (prepare, unprepare, health).
+// turns pools into the node's ResourceSlice) and the kubelet's DRA
+// plugin (kubelet.go: registration, prepare, unprepare, health).
 type Driver struct {
 	opts    Options
 	claims  *claimStore
@@ -109,20 +105,18 @@ type Driver struct {
 	updated  bool
 	// healthChanged is closed and replaced when the devices change.
 	healthChanged chan struct{}
-	helper        *kubeletplugin.Helper
-	// startErr is why the last start of the helper failed (Ready).
+	server        *kubeletServer
+	// startErr is why the last start of the kubelet sockets failed (Ready).
 	startErr  error
 	published bool
 	fatal     chan error
-	// kick asks Run to publish the latest devices.
-	kick chan struct{}
+	pub       *slicePublisher
 	// pools and unhealthy are the last pass's, for a publish without
 	// shares (shares.go).
 	pools     []config.Pool
 	unhealthy map[string]bool
-	// sharesChecked is set once the read-back of a shareable card
-	// started; noShares once it found the API server dropped the shares.
-	sharesChecked, noShares bool
+	// noShares is set once the API server was found to drop the shares.
+	noShares bool
 	// dmemWarn logs an unreadable dmem.capacity once.
 	dmemWarn sync.Once
 	// trace, when set (Run), logs the startup's steps and times the
@@ -137,7 +131,7 @@ func NewDriver(o Options) (*Driver, error) {
 	switch {
 	case o.NodeName == "":
 		return nil, errors.New("node name is empty (set --node-name or DRI_CDI_NODE_NAME from the downward API)")
-	case o.KubeClient == nil:
+	case o.API == nil:
 		return nil, errors.New("no Kubernetes client")
 	case o.Log == nil:
 		return nil, errors.New("no logger")
@@ -150,20 +144,22 @@ func NewDriver(o Options) (*Driver, error) {
 	if o.RegistrarDir == "" {
 		o.RegistrarDir = DefaultRegistrarDir
 	}
-	return &Driver{
+	d := &Driver{
 		opts:          o,
 		claims:        newClaimStore(filepath.Join(o.PluginDataDir, CheckpointFile)),
 		orphans:       newOrphans(),
 		log:           o.Log,
 		healthChanged: make(chan struct{}),
 		fatal:         make(chan error, 1),
-		kick:          make(chan struct{}, 1),
-	}, nil
+		pub:           newSlicePublisher(o.API, o.NodeName, o.Log.WithField("part", "ResourceSlice")),
+	}
+	d.pub.synced, d.pub.failed = d.sliceSynced, d.sliceFailed
+	return d, nil
 }
 
 // Update publishes the cards of one agent pass as the node's slice
-// (agent.Publisher): it keeps them for prepare and has Run hand them to
-// the helper, without waiting for the API server.
+// (agent.Publisher): it keeps them for prepare and hands them to the
+// slice publisher, without waiting for the API server.
 func (d *Driver) Update(pools []config.Pool, unhealthy map[string]bool) error {
 	d.updateMu.Lock()
 	defer d.updateMu.Unlock()
@@ -221,13 +217,9 @@ func (d *Driver) update(pools []config.Pool, unhealthy map[string]bool) {
 		close(d.healthChanged)
 		d.healthChanged = make(chan struct{})
 	}
-	// Run publishes: the helper's first publish waits for its informer to
-	// sync with the API server, which must stall neither the discovery
-	// loop nor prepare.
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
+	// The publisher writes in its own goroutine: the API server must
+	// stall neither the discovery loop nor prepare.
+	d.pub.set(inv.Devices)
 }
 
 func sameDevices(a, b map[string]Device) bool {
@@ -242,47 +234,45 @@ func sameDevices(a, b map[string]Device) bool {
 	return true
 }
 
-// resources is the node's one pool with one slice.
-func (d *Driver) resources() resourceslice.DriverResources {
-	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		d.opts.NodeName: {Slices: []resourceslice.Slice{{Devices: slices.Clone(d.inv.Devices)}}},
-	}}
-}
-
-// publish hands the latest devices to the helper. Only Run calls it.
-// The helper's controller copies and diffs; an unchanged set costs no
-// API call.
-func (d *Driver) publish(h *kubeletplugin.Helper) {
+// sliceSynced is called after each sync that left the node's slices
+// holding the devices (stored, as the API server keeps them).
+func (d *Driver) sliceSynced(stored []*draapi.ResourceSlice) {
+	d.opts.Metrics.published(nil)
 	d.mu.Lock()
-	res := d.resources()
-	d.mu.Unlock()
-	err := h.PublishResources(context.Background(), res)
-	d.trace.mark("devices handed to the ResourceSlice controller")
-	d.opts.Metrics.published(err)
-	if err != nil {
-		d.log.WithError(err).Error("cannot publish the ResourceSlice")
-		return
-	}
-	d.mu.Lock()
+	first := !d.published
 	d.published = true
-	d.checkSharesKept()
+	d.checkSharesKept(stored)
 	d.mu.Unlock()
+	if first {
+		d.trace.mark("ResourceSlice published")
+		log := d.log.WithField("slices", len(stored))
+		if d.trace != nil {
+			log = log.WithField("sinceStartMs", ms(d.trace.since()))
+		}
+		log.Info("ResourceSlice published")
+	}
 }
 
-// Ready is nil once the slice was handed to the helper and the kubelet
+// sliceFailed counts a failed sync (the publisher logs and retries it).
+func (d *Driver) sliceFailed(error) {
+	d.opts.Metrics.published(errors.New("failed"))
+	d.opts.Metrics.error("publish")
+}
+
+// Ready is nil once the slice is published and the kubelet
 // acknowledged the registration.
 func (d *Driver) Ready() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
-	case d.helper == nil && d.startErr != nil:
+	case d.server == nil && d.startErr != nil:
 		return fmt.Errorf("kubelet plugin not started: %w", d.startErr)
-	case d.helper == nil:
+	case d.server == nil:
 		return errors.New("kubelet plugin not started")
 	case !d.published:
 		return errors.New("ResourceSlice not published yet")
 	}
-	st := d.helper.RegistrationStatus()
+	st := d.server.status.Load()
 	if st == nil {
 		return errors.New("not registered with the kubelet yet")
 	}
@@ -298,51 +288,24 @@ func (d *Driver) Ready() error {
 // kubelet creates its own plugin directories 0750 as well.
 const pluginDataDirMode = 0o750
 
-// start creates the plugin data dir when it is missing (a fresh node, or
-// a manifest whose hostPath is not DirectoryOrCreate: the helper would
-// fail to bind its socket there), then starts the helper.
-func (d *Driver) start(ctx context.Context, opts []kubeletplugin.Option) (*kubeletplugin.Helper, error) {
-	if err := os.MkdirAll(d.opts.PluginDataDir, pluginDataDirMode); err != nil {
-		return nil, fmt.Errorf("create plugin data dir %s: %w", d.opts.PluginDataDir, err)
-	}
-	return kubeletplugin.Start(ctx, d, opts...)
-}
-
-// Run starts the helper (registration and DRA gRPC servers, slice
-// publishing), retrying with backoff while it cannot, and serves until
-// ctx ends or the helper reports a fatal error.
+// Run publishes the node's slices and serves the kubelet (retrying with
+// backoff while the sockets cannot be created) until ctx ends or a gRPC
+// server fails.
 func (d *Driver) Run(ctx context.Context) error {
-	opts := []kubeletplugin.Option{
-		kubeletplugin.DriverName(DriverName),
-		kubeletplugin.NodeName(d.opts.NodeName),
-		kubeletplugin.KubeClient(d.opts.KubeClient),
-		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDataDir),
-		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistrarDir),
-	}
-	if d.opts.PodUID != "" {
-		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(d.opts.PodUID)))
-	}
-	if d.trace != nil {
-		opts = append(opts, kubeletplugin.GRPCInterceptor(d.trace.timing))
-	}
-	opts = append(opts, d.opts.HelperOptions...)
-	// The node's first slice is created while the helper starts (see
-	// firstslice.go); the helper's controller takes over once it is.
-	first := make(chan struct{})
-	go func() { defer close(first); d.firstSlice(ctx) }()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	// The slices are published from the first pass on, while the
+	// sockets start: the scheduler needs only the slice.
+	wg.Go(func() { d.pub.run(ctx) })
 	retry := backoff.New(time.Second, startRetryMax)
 	for {
-		h, err := d.start(ctx, opts)
+		srv, err := d.startKubeletServer()
 		d.mu.Lock()
-		d.startErr = err
+		d.startErr, d.server = err, srv
 		d.mu.Unlock()
 		if err == nil {
-			d.mu.Lock()
-			d.helper = h
-			d.mu.Unlock()
-			d.log.WithFields(logrus.Fields{"driver": DriverName, "pool": d.opts.NodeName, "pluginDataDir": d.opts.PluginDataDir,
-				"registrarDir": d.opts.RegistrarDir, "rollingUpdate": d.opts.PodUID != ""}).Info("kubelet plugin started")
-			d.trace.mark("kubelet plugin started")
 			break
 		}
 		wait := retry.Next()
@@ -353,85 +316,50 @@ func (d *Driver) Run(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
-	// Publish what the loop gave so far, then every change. The first
-	// publish returns once the helper's informer synced with the API
-	// server; meanwhile prepare works and Ready says why it is not.
-	helper := d.helper
-	select {
-	case <-first:
-	case <-ctx.Done():
-		helper.Stop()
-		return nil
-	}
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
+	defer d.server.stop()
+	d.log.WithFields(logrus.Fields{"driver": DriverName, "pool": d.opts.NodeName, "pluginDataDir": d.opts.PluginDataDir,
+		"registrarDir": d.opts.RegistrarDir, "rollingUpdate": d.opts.PodUID != ""}).Info("kubelet plugin started")
+	d.trace.mark("kubelet plugin started")
 	// Checkpoint entries of claims that are gone are collected from now
 	// on, off the prepare path.
-	gcCtx, gcStop := context.WithCancel(ctx)
-	gcDone := make(chan struct{})
-	go func() { defer close(gcDone); d.collectOrphans(gcCtx, d.orphans) }()
-	defer func() { gcStop(); <-gcDone }()
-	var err error
-	for err == nil {
-		select {
-		case <-ctx.Done():
-			helper.Stop()
-			return nil
-		case err = <-d.fatal:
-		case <-d.kick:
-			d.publish(helper)
-		}
-	}
-	helper.Stop()
-	return err
-}
-
-// firstSliceTimeout bounds the direct creation of the first slice; the
-// helper's controller publishes it anyway, a second later.
-const firstSliceTimeout = 5 * time.Second
-
-// firstSlice creates the node's slice of the devices the first pass
-// found, unless the node has one (firstslice.go). A failure is logged
-// and left to the helper's controller, which retries.
-func (d *Driver) firstSlice(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, firstSliceTimeout)
-	defer cancel()
-	d.mu.Lock()
-	devices := slices.Clone(d.inv.Devices)
-	d.mu.Unlock()
-	name, err := d.createFirstSlice(ctx, devices)
-	switch {
-	case err != nil:
-		d.log.WithError(err).Warn("cannot create the first ResourceSlice; the ResourceSlice controller publishes it")
-	case name != "":
-		d.trace.mark("ResourceSlice created")
-		log := d.log.WithFields(logrus.Fields{"slice": name, "devices": len(devices)})
-		if d.trace != nil {
-			log = log.WithField("sinceStartMs", ms(d.trace.since()))
-		}
-		log.Info("ResourceSlice created")
-	default:
-		d.log.Debug("the node has a ResourceSlice of this driver; the ResourceSlice controller updates it")
-	}
-}
-
-// HandleError is called by the helper for background errors. Errors the
-// helper marks recoverable (slice publishing) are logged and counted;
-// any other (a gRPC server failed) stops Run.
-func (d *Driver) HandleError(_ context.Context, err error, msg string) {
-	if errors.Is(err, kubeletplugin.ErrRecoverable) {
-		d.opts.Metrics.error("publish")
-		d.log.WithError(err).Warn(msg)
-		return
-	}
-	d.opts.Metrics.error("fatal")
-	d.log.WithError(err).Error(msg)
+	wg.Go(func() { d.collectOrphans(ctx, d.orphans) })
 	select {
-	case d.fatal <- fmt.Errorf("%s: %w", msg, err):
+	case <-ctx.Done():
+		return nil
+	case err := <-d.fatal:
+		return err
+	}
+}
+
+// fail stops Run with err (a gRPC server stopped serving).
+func (d *Driver) fail(err error) {
+	d.opts.Metrics.error("fatal")
+	d.log.WithError(err).Error("kubelet plugin failed")
+	select {
+	case d.fatal <- err:
 	default:
 	}
+}
+
+// PrepareResult is one claim's answer to prepare: its devices, or why it
+// was refused.
+type PrepareResult struct {
+	Devices []ResultDevice
+	Err     error
+}
+
+// ResultDevice is one prepared device as the kubelet gets it.
+type ResultDevice struct {
+	Requests             []string
+	PoolName, DeviceName string
+	CDIDeviceIDs         []string
+	ShareID              *types.UID
+}
+
+// ClaimRef is the kubelet's name of a claim.
+type ClaimRef struct {
+	Namespace, Name string
+	UID             types.UID
 }
 
 // PrepareResourceClaims returns, for each claim, the CDI device of each
@@ -442,7 +370,7 @@ func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 // claim that cannot be prepared gets an error naming it and the reason;
 // the others are still prepared. A checkpoint that cannot be read or
 // saved fails the call (see claimStore); the kubelet retries it.
-func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*draapi.ResourceClaim) (map[types.UID]PrepareResult, error) {
 	start := time.Now()
 	defer func() {
 		if d.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
@@ -452,7 +380,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	d.mu.Lock()
 	inv := d.inv
 	d.mu.Unlock()
-	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	out := make(map[types.UID]PrepareResult, len(claims))
 	var t tally
 	n, err := d.claims.update(func(prepared *claimSet) {
 		for _, c := range claims {
@@ -462,7 +390,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			log := d.log.WithFields(logrus.Fields{"claim": c.Namespace + "/" + c.Name, "uid": c.UID})
 			old, had := prepared.get(string(c.UID))
 			if had && sameAllocation(old, c) {
-				out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(old)}
+				out[c.UID] = PrepareResult{Devices: resultDevices(old)}
 				t.count("again")
 				log.Debug("claim already prepared")
 				continue
@@ -482,13 +410,13 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			}
 			if err != nil {
 				err = fmt.Errorf("claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
-				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+				out[c.UID] = PrepareResult{Err: err}
 				t.count(reason(err))
 				log.WithError(err).Warn("claim not prepared")
 				continue
 			}
 			prepared.add(string(c.UID), pc)
-			out[c.UID] = kubeletplugin.PrepareResult{Devices: resultDevices(pc)}
+			out[c.UID] = PrepareResult{Devices: resultDevices(pc)}
 			t.changed(log.WithField("cards", cardsOf(pc)))
 		}
 	})
@@ -537,7 +465,7 @@ func (t *tally) report(m *Metrics, count func(result string, n int), msg string,
 }
 
 // prepareClaim maps one claim's allocation to cards.
-func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepared *claimSet) (PreparedClaim, error) {
+func (d *Driver) prepareClaim(c *draapi.ResourceClaim, inv Inventory, prepared *claimSet) (PreparedClaim, error) {
 	pc := PreparedClaim{Namespace: c.Namespace, Name: c.Name}
 	alloc := c.Status.Allocation
 	if alloc == nil {
@@ -599,7 +527,7 @@ func (d *Driver) prepareClaim(c *resourceapi.ResourceClaim, inv Inventory, prepa
 // request policy's default), or the whole card. A share of a card that
 // is not shared now, or an amount outside 1 to the card's shares, is
 // refused (ErrMalformedClaim).
-func shareOf(r resourceapi.DeviceRequestAllocationResult, dev Device) (cardUse, error) {
+func shareOf(r draapi.DeviceRequestAllocationResult, dev Device) (cardUse, error) {
 	use := cardUse{Card: dev.Card}
 	if r.ShareID == nil || *r.ShareID == "" {
 		return use, nil
@@ -634,7 +562,7 @@ func shareOf(r resourceapi.DeviceRequestAllocationResult, dev Device) (cardUse, 
 // (request, pool, device, admin access, share), in order. It reads no more than
 // the claim's results, so an unchanged claim's repeated prepare stays a
 // lookup.
-func sameAllocation(pc PreparedClaim, c *resourceapi.ResourceClaim) bool {
+func sameAllocation(pc PreparedClaim, c *draapi.ResourceClaim) bool {
 	if c.Status.Allocation == nil {
 		return false
 	}
@@ -672,7 +600,7 @@ func recordedDevices(pc PreparedClaim) []string {
 }
 
 // allocationOf names the devices of this driver c is allocated now.
-func allocationOf(c *resourceapi.ResourceClaim) []string {
+func allocationOf(c *draapi.ResourceClaim) []string {
 	var out []string
 	if c.Status.Allocation == nil {
 		return out
@@ -685,10 +613,10 @@ func allocationOf(c *resourceapi.ResourceClaim) []string {
 	return out
 }
 
-func resultDevices(pc PreparedClaim) []kubeletplugin.Device {
-	out := make([]kubeletplugin.Device, len(pc.Devices))
+func resultDevices(pc PreparedClaim) []ResultDevice {
+	out := make([]ResultDevice, len(pc.Devices))
 	for i, dev := range pc.Devices {
-		out[i] = kubeletplugin.Device{
+		out[i] = ResultDevice{
 			Requests: []string{dev.Request}, PoolName: dev.Pool, DeviceName: dev.Device,
 			CDIDeviceIDs: slices.Clone(dev.CDI),
 		}
@@ -730,7 +658,7 @@ func reason(err error) string {
 // naming, so nothing is deleted; the card is free for another claim. A
 // claim not prepared (already unprepared, or prepared by nobody) is not
 // an error.
-func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []ClaimRef) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(claims))
 	var t tally
 	n, err := d.claims.update(func(prepared *claimSet) {
@@ -769,20 +697,19 @@ func (d *Driver) Prepared() (map[string]PreparedClaim, error) {
 	return d.claims.claims()
 }
 
-// WatchHealthStatus reports every published device's health: Healthy,
-// or Unhealthy with the taint's reason, when the devices change and
-// every healthResend.
-func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+// watchHealth sends every published device's health: Healthy, or
+// Unhealthy with the taint's reason, when the devices change and every
+// healthResend (the kubelet takes a device's health as unknown when it
+// heard nothing of it for 30 s).
+func (d *Driver) watchHealth(ctx context.Context, send func(*healthpb.NodeWatchResourcesResponse) error) error {
 	t := time.NewTicker(healthResend)
 	defer t.Stop()
 	for {
 		d.mu.Lock()
 		report, changed := d.healthReport(), d.healthChanged
 		d.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return nil
-		case reports <- report:
+		if err := send(report); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -793,20 +720,23 @@ func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 	}
 }
 
-func (d *Driver) healthReport() kubeletplugin.DeviceHealthReport {
-	now := time.Now()
+func (d *Driver) healthReport() *healthpb.NodeWatchResourcesResponse {
+	now := time.Now().Unix()
 	names := make([]string, 0, len(d.inv.ByName))
 	for n := range d.inv.ByName {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	r := kubeletplugin.DeviceHealthReport{Devices: make([]kubeletplugin.DeviceHealth, 0, len(names))}
+	r := &healthpb.NodeWatchResourcesResponse{Devices: make([]*healthpb.DeviceHealth, 0, len(names))}
 	for _, n := range names {
 		dev := d.inv.ByName[n]
-		h := kubeletplugin.DeviceHealth{PoolName: d.opts.NodeName, DeviceName: n, Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
+		h := &healthpb.DeviceHealth{
+			Device: &healthpb.DeviceIdentifier{PoolName: d.opts.NodeName, DeviceName: n},
+			Health: healthpb.HealthStatus_HEALTHY, LastUpdatedTime: now,
+		}
 		if !dev.Healthy {
-			h.Health = kubeletplugin.HealthStatusUnhealthy
-			h.Message = strings.Join([]string{"card", dev.Card, string(ErrUnhealthy.Error()), UnavailableReason}, " ")
+			h.Health = healthpb.HealthStatus_UNHEALTHY
+			h.Message = strings.Join([]string{"card", dev.Card, ErrUnhealthy.Error(), UnavailableReason}, " ")
 		}
 		r.Devices = append(r.Devices, h)
 	}

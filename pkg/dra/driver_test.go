@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -83,7 +83,7 @@ func generateNames(c *fake.Clientset) {
 func start(t *testing.T, data, reg string, client *fake.Clientset, podUID string, pools []config.Pool, unhealthy map[string]bool, skip ...string) *env {
 	t.Helper()
 	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, SysfsRoot: t.TempDir(),
-		PluginDataDir: data, RegistrarDir: reg, PodUID: podUID, KubeClient: client, Log: testEntry(t)})
+		PluginDataDir: data, RegistrarDir: reg, PodUID: podUID, API: apiOf(client), Log: testEntry(t)})
 	require.NoError(t, err)
 	require.NoError(t, d.Update(pools, unhealthy))
 	require.ErrorContains(t, d.Ready(), "not started")
@@ -116,19 +116,19 @@ func testEntry(t *testing.T) *logrus.Entry {
 }
 
 // claim creates an allocated claim in the fake API server.
-func (e *env) claim(name string, uid types.UID, results ...resourceapi.DeviceRequestAllocationResult) *drapb.Claim {
+func (e *env) claim(name string, uid types.UID, results ...draapi.DeviceRequestAllocationResult) *drapb.Claim {
 	e.t.Helper()
-	c := &resourceapi.ResourceClaim{
+	c := &draapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid},
-		Status:     resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: results}}},
+		Status:     draapi.ResourceClaimStatus{Allocation: &draapi.AllocationResult{Devices: draapi.DeviceAllocationResult{Results: results}}},
 	}
-	_, err := e.client.ResourceV1().ResourceClaims("ns").Create(context.Background(), c, metav1.CreateOptions{})
+	_, err := e.client.ResourceV1().ResourceClaims("ns").Create(context.Background(), k8sClaim(c), metav1.CreateOptions{})
 	require.NoError(e.t, err)
 	return dratest.Claim("ns", name, string(uid))
 }
 
-func result(request, device string) resourceapi.DeviceRequestAllocationResult {
-	return resourceapi.DeviceRequestAllocationResult{Request: request, Driver: DriverName, Pool: node, Device: device}
+func result(request, device string) draapi.DeviceRequestAllocationResult {
+	return draapi.DeviceRequestAllocationResult{Request: request, Driver: DriverName, Pool: node, Device: device}
 }
 
 func (e *env) prepare(claims ...*drapb.Claim) map[string]*drapb.NodePrepareResourceResponse {
@@ -154,7 +154,7 @@ func (e *env) preparedUIDs() []string {
 	e.t.Helper()
 	prepared, err := e.d.Prepared()
 	require.NoError(e.t, err)
-	return slices.Collect(maps.Keys(prepared))
+	return slices.Sorted(maps.Keys(prepared))
 }
 
 func cdiIDs(r *drapb.NodePrepareResourceResponse) []string {
@@ -165,17 +165,17 @@ func cdiIDs(r *drapb.NodePrepareResourceResponse) []string {
 	return out
 }
 
-// The helper publishes the node's one pool, named after the node, with
+// The plugin publishes the node's one pool, named after the node, with
 // every card.
 func TestPublishesOneSliceForTheNode(t *testing.T) {
 	e := start(t, kubelettest.ShortDir(t), kubelettest.ShortDir(t), fakeClient(), "", testPools(), map[string]bool{"0000:03:00.0": true})
-	var slice resourceapi.ResourceSlice
+	var slice draapi.ResourceSlice
 	require.Eventually(t, func() bool {
-		l, err := e.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
-		if err != nil || len(l.Items) != 1 {
+		l, err := listSlices(e.client)
+		if err != nil || len(l) != 1 {
 			return false
 		}
-		slice = l.Items[0]
+		slice = l[0]
 		return true
 	}, 30*time.Second, time.Millisecond)
 	require.Equal(t, DriverName, slice.Spec.Driver)
@@ -196,8 +196,8 @@ func TestPublishesOneSliceForTheNode(t *testing.T) {
 	pools[0].Cards = append(pools[0].Cards, drm.Card{ID: "0000:05:00.0", Driver: "amdgpu", Bus: "pci", NUMANode: -1})
 	require.NoError(t, e.d.Update(pools, nil))
 	require.Eventually(t, func() bool {
-		l, err := e.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
-		return err == nil && len(l.Items) == 1 && len(l.Items[0].Spec.Devices) == 4
+		l, err := listSlices(e.client)
+		return err == nil && len(l) == 1 && len(l[0].Spec.Devices) == 4
 	}, 30*time.Second, time.Millisecond)
 }
 
@@ -239,11 +239,11 @@ func TestPrepareRefusesBadClaims(t *testing.T) {
 	otherDriver := result("gpu", "pci-0000-01-00-0")
 	otherDriver.Driver = "gpu.example.com"
 	opaque := e.claim("opaque", "uid-opaque", result("gpu", "pci-0000-01-00-0"))
-	c, err := e.client.ResourceV1().ResourceClaims("ns").Get(context.Background(), "opaque", metav1.GetOptions{})
+	c, err := apiOf(e.client).GetClaim(context.Background(), "ns", "opaque")
 	require.NoError(t, err)
-	c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{Source: resourceapi.AllocationConfigSourceClass,
-		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: DriverName}}}}
-	_, err = e.client.ResourceV1().ResourceClaims("ns").Update(context.Background(), c, metav1.UpdateOptions{})
+	c.Status.Allocation.Devices.Config = []draapi.DeviceAllocationConfiguration{{Source: "FromClass",
+		DeviceConfiguration: draapi.DeviceConfiguration{Opaque: &draapi.OpaqueDeviceConfiguration{Driver: DriverName, Parameters: []byte(`{}`)}}}}
+	_, err = e.client.ResourceV1().ResourceClaims("ns").Update(context.Background(), k8sClaim(c), metav1.UpdateOptions{})
 	require.NoError(t, err)
 
 	for name, tc := range map[string]struct {
@@ -284,10 +284,15 @@ func TestPrepareRefusesBadClaims(t *testing.T) {
 	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:01:00.0"}, cdiIDs(got["uid-ok"]))
 	require.NotEmpty(t, got["uid-unknown"].Error)
 
-	// A claim the API server does not know, or whose UID changed, fails
-	// the call (the helper's check): nothing is prepared for it.
-	_, err = e.plugin.Prepare(context.Background(), dratest.Claim("ns", "ok", "uid-replaced"))
-	require.ErrorContains(t, err, "got replaced")
+	// A claim the API server does not know, or whose UID changed, gets
+	// its own error, naming it; nothing is prepared for it, and the other
+	// claims of the call are.
+	before := e.preparedUIDs()
+	got = e.prepare(dratest.Claim("ns", "ok", "uid-replaced"), dratest.Claim("ns", "missing", "uid-missing"))
+	require.Contains(t, got["uid-replaced"].Error, "claim ns/ok: the kubelet asked for UID uid-replaced, the API server has uid-ok (the claim was replaced)")
+	require.Contains(t, got["uid-missing"].Error, "claim ns/missing: read it from the API server:")
+	require.Contains(t, got["uid-missing"].Error, "not found")
+	require.Equal(t, before, e.preparedUIDs())
 }
 
 // Prepared claims survive a restart: a repeated prepare gets the same
@@ -365,7 +370,7 @@ func TestRollingUpdateSharesState(t *testing.T) {
 func TestRefusedRegistrationIsNotReady(t *testing.T) {
 	reg := kubelettest.ShortDir(t)
 	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, PluginDataDir: kubelettest.ShortDir(t), RegistrarDir: reg,
-		KubeClient: fakeClient(), Log: loggingtest.New(t, logrus.InfoLevel)})
+		API: apiOf(fakeClient()), Log: loggingtest.New(t, logrus.InfoLevel)})
 	require.NoError(t, err)
 	require.NoError(t, d.Update(testPools(), nil))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -384,14 +389,14 @@ func TestRefusedRegistrationIsNotReady(t *testing.T) {
 
 func TestNewDriverChecksOptions(t *testing.T) {
 	log := logrus.NewEntry(logrus.New())
-	_, err := NewDriver(Options{Kind: cdi.DefaultKind, KubeClient: fakeClient(), Log: log})
+	_, err := NewDriver(Options{Kind: cdi.DefaultKind, API: apiOf(fakeClient()), Log: log})
 	require.ErrorContains(t, err, "node name is empty")
 	_, err = NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, Log: log})
 	require.ErrorContains(t, err, "no Kubernetes client")
 
-	// The helper's directories default to its own defaults, here only
+	// The directories default to the kubelet's, here only
 	// (Run passes the flags' values on as they are).
-	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, KubeClient: fakeClient(), Log: log})
+	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, API: apiOf(fakeClient()), Log: log})
 	require.NoError(t, err)
 	require.Equal(t, DefaultPluginDataDir, d.opts.PluginDataDir)
 	// dri-cdi-nri reads the checkpoint there by default.

@@ -14,7 +14,7 @@ import (
 )
 
 // TestNewFlagSet checks that the flags shared with the agent write into
-// RunOptions.Agent, with the helper's own metrics port.
+// RunOptions.Agent, with the plugin's own metrics port.
 func TestNewFlagSet(t *testing.T) {
 	var o RunOptions
 	fs := NewFlagSet(&o, &logging.Flags{})

@@ -3,7 +3,7 @@ package dra
 import (
 	"testing"
 
-	resourceapi "k8s.io/api/resource/v1"
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"k8s.io/utils/ptr"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -22,8 +22,8 @@ func FuzzPrepareClaim(f *testing.F) {
 	d := &Driver{opts: Options{NodeName: node, Kind: cdi.DefaultKind}}
 	held := map[string]PreparedClaim{"uid-h": {Namespace: "ns", Name: "h", Devices: []PreparedDevice{{Card: "0000:00:02.0"}}}}
 	f.Fuzz(func(t *testing.T, drv1, pool1, dev1, req1 string, admin1 bool, drv2, pool2, dev2, req2 string, admin2 bool) {
-		c := &resourceapi.ResourceClaim{Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
-			Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+		c := &draapi.ResourceClaim{Status: draapi.ResourceClaimStatus{Allocation: &draapi.AllocationResult{
+			Devices: draapi.DeviceAllocationResult{Results: []draapi.DeviceRequestAllocationResult{
 				{Driver: drv1, Pool: pool1, Device: dev1, Request: req1, AdminAccess: ptr.To(admin1)},
 				{Driver: drv2, Pool: pool2, Device: dev2, Request: req2, AdminAccess: ptr.To(admin2)},
 			}}}}}

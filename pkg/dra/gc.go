@@ -5,7 +5,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -115,7 +114,7 @@ func (d *Driver) collectOnce(ctx context.Context, o *orphans) {
 func (d *Driver) claimGone(ctx context.Context, uid string, pc PreparedClaim) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := d.opts.KubeClient.ResourceV1().ResourceClaims(pc.Namespace).Get(ctx, pc.Name, metav1.GetOptions{})
+	c, err := d.opts.API.GetClaim(ctx, pc.Namespace, pc.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, nil

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/stretchr/testify/require"
-	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,20 +28,20 @@ func TestOrphanedEntriesAreCollected(t *testing.T) {
 	mon := result("mon", "pci-0000-00-02-0")
 	mon.AdminAccess = ptr.To(true)
 	unreachable := allocated("unreachable", "uid-unreachable", mon)
-	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{live, gone, reused, unreachable})
+	got, err := d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{live, gone, reused, unreachable})
 	require.NoError(t, err)
 	for _, r := range got {
 		require.NoError(t, r.Err)
 	}
 
-	client := fake.NewClientset(live, allocated("reused", "uid-new", result("gpu", "pci-0000-03-00-0")))
+	client := fake.NewClientset(k8sClaim(live), k8sClaim(allocated("reused", "uid-new", result("gpu", "pci-0000-03-00-0"))))
 	client.PrependReactor("get", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.GetAction).GetName() == "unreachable" {
 			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
 		}
 		return false, nil, nil
 	})
-	d.opts.KubeClient = client
+	d.opts.API = apiOf(client)
 	now := time.Unix(1e9, 0)
 	o := newOrphans()
 	o.now = func() time.Time { return now }
@@ -65,9 +65,9 @@ func TestOrphanedEntriesAreCollected(t *testing.T) {
 
 	// A claim that comes back before the grace period ends is kept.
 	client2 := fake.NewClientset()
-	d.opts.KubeClient = client2
+	d.opts.API = apiOf(client2)
 	d.collectOnce(ctx, o)
-	_, err = client2.ResourceV1().ResourceClaims("ns").Create(ctx, live, metav1.CreateOptions{})
+	_, err = client2.ResourceV1().ResourceClaims("ns").Create(ctx, k8sClaim(live), metav1.CreateOptions{})
 	require.NoError(t, err)
 	now = now.Add(2 * o.grace)
 	d.collectOnce(ctx, o)

@@ -6,10 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/stretchr/testify/require"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/dri-cdi/dri-cdi/pkg/dmem/dmemtest"
 )
@@ -28,9 +27,9 @@ func dmemRoot(t *testing.T) string {
 }
 
 // withMemoryUse adds consumed memory to a share result.
-func withMemoryUse(r resourceapi.DeviceRequestAllocationResult, bytes int64) resourceapi.DeviceRequestAllocationResult {
+func withMemoryUse(r draapi.DeviceRequestAllocationResult, bytes int64) draapi.DeviceRequestAllocationResult {
 	if r.ConsumedCapacity == nil {
-		r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{}
+		r.ConsumedCapacity = map[draapi.QualifiedName]resource.Quantity{}
 	}
 	r.ConsumedCapacity[CapacityMemory] = *resource.NewQuantity(bytes, resource.BinarySI)
 	return r
@@ -41,7 +40,7 @@ func withMemoryUse(r resourceapi.DeviceRequestAllocationResult, bytes int64) res
 // without a region, and any card on a node without dmem, publish none.
 func TestSharedCardPublishesMemoryWhereItHasARegion(t *testing.T) {
 	d := newSharedDriverOn(t, t.TempDir(), 3, dmemRoot(t))
-	byName := map[string]resourceapi.Device{}
+	byName := map[string]draapi.Device{}
 	for _, dev := range d.inv.Devices {
 		byName[dev.Name] = dev
 	}
@@ -76,7 +75,7 @@ func TestPrepareRecordsShareMemory(t *testing.T) {
 	a := allocated("a", "uid-a", withMemoryUse(share("gpu", dev, "share-a", 0), 2*gib))
 	b := allocated("b", "uid-b", withMemoryUse(share("gpu", dev, "share-b", 0), 0))
 	c := allocated("c", "uid-c", withMemoryUse(share("gpu", dev, "share-c", 0), 13*gib))
-	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{a, b, c})
+	got, err := d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{a, b, c})
 	require.NoError(t, err)
 	require.NoError(t, got[a.UID].Err)
 	require.NoError(t, got[b.UID].Err)
@@ -102,18 +101,18 @@ func TestShareMemoryIsCountedAtPrepare(t *testing.T) {
 	const dev = "pci-0000-01-00-0"
 	a := allocated("a", "uid-a", withMemoryUse(share("gpu", dev, "share-a", 0), 8*gib))
 	b := allocated("b", "uid-b", withMemoryUse(share("gpu", dev, "share-b", 0), 5*gib))
-	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{a})
+	got, err := d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{a})
 	require.NoError(t, err)
 	require.NoError(t, got[a.UID].Err)
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{b})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{b})
 	require.NoError(t, err)
 	require.ErrorIs(t, got[b.UID].Err, ErrAlreadyInUse)
 	require.ErrorContains(t, got[b.UID].Err, "ns/a (uid-a), which hold its memory (13958643712 of 12884901888 bytes with this one)")
 
-	unprep, err := d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(a)})
+	unprep, err := d.UnprepareResourceClaims(ctx, []ClaimRef{ref(a)})
 	require.NoError(t, err)
 	require.NoError(t, unprep[a.UID])
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{b})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{b})
 	require.NoError(t, err)
 	require.NoError(t, got[b.UID].Err)
 }

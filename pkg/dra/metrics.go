@@ -24,7 +24,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	d := metrics.Definer{Registry: reg, Namespace: ns}
 	return &Metrics{
 		prepares: d.CounterVec("prepare_claims_total",
-			"Claims handled by NodePrepareResources, by result: success, again (already prepared), the reason it was refused, or checkpoint (the call failed reading or saving it).", "result"),
+			"Claims handled by NodePrepareResources, by result: success, again (already prepared), the reason it was refused, get_claim (not readable from the API server, or replaced), or checkpoint (the call failed reading or saving it).", "result"),
 		unprepares: d.CounterVec("unprepare_claims_total",
 			"Claims handled by NodeUnprepareResources, by result: success, not_prepared, checkpoint; and checkpoint entries of claims gone from the API server, removed: orphaned.", "result"),
 		prepared: d.Gauge("prepared_claims",
@@ -32,9 +32,9 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		devices: d.GaugeVec("devices",
 			"Devices in the node's ResourceSlice, by health (unhealthy ones carry the unavailable taint).", "health"),
 		publishes: d.CounterVec("publishes_total",
-			"Device sets handed to the ResourceSlice controller, by result.", "result"),
+			"Syncs of the node's ResourceSlices with the API server, by result: success (written, or up to date already), error (retried).", "result"),
 		errors: d.CounterVec("errors_total",
-			"Background errors reported by the kubelet plugin helper: publish (recoverable), fatal.", "kind"),
+			"Background errors, by kind: publish (a failed sync, retried), fatal (a gRPC server stopped serving).", "kind"),
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 )
@@ -75,9 +74,9 @@ func FuzzDeviceName(f *testing.F) {
 	})
 }
 
-// The names other binaries read from pkg/config are the helper's.
-func TestSharedNamesAreTheHelpers(t *testing.T) {
-	require.Equal(t, kubeletplugin.KubeletRegistryDir, config.DRARegistrarDir)
-	require.Equal(t, config.DRARegistrationSocket, DriverName+"-reg.sock")
+// The names other binaries read from pkg/config are the plugin's.
+func TestSharedNamesAreThePlugins(t *testing.T) {
+	require.Equal(t, DefaultRegistrarDir, config.DRARegistrarDir)
+	require.Equal(t, config.DRARegistrationSocket, registrationSocket(config.DRARegistrarDir, ""))
 	require.Equal(t, config.DefaultPoolPrefix, DriverName+"/")
 }

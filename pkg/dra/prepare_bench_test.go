@@ -6,9 +6,8 @@ import (
 	"io"
 	"testing"
 
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/sirupsen/logrus"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/utils/ptr"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -22,7 +21,7 @@ func benchDriver(b *testing.B, dir string) *Driver {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, SysfsRoot: b.TempDir(),
-		PluginDataDir: dir, KubeClient: fakeClient(), Log: logrus.NewEntry(log)})
+		PluginDataDir: dir, API: apiOf(fakeClient()), Log: logrus.NewEntry(log)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,7 +32,7 @@ func benchDriver(b *testing.B, dir string) *Driver {
 }
 
 // BenchmarkPrepare is PrepareResourceClaims of one claim in process,
-// without gRPC and the helper's GET: "again" is a claim prepared before
+// without gRPC and the claim's GET: "again" is a claim prepared before
 // (10 claims in the checkpoint, the file unchanged: a read of it and a
 // lookup), "new" a claim not seen before, prepared and then unprepared
 // (two fsynced checkpoint writes per iteration).
@@ -41,7 +40,7 @@ func BenchmarkPrepare(b *testing.B) {
 	ctx := context.Background()
 	b.Run("again", func(b *testing.B) {
 		d := benchDriver(b, b.TempDir())
-		var claims []*resourceapi.ResourceClaim
+		var claims []*draapi.ResourceClaim
 		for i := range 10 {
 			// Admin access: monitoring claims may share the card.
 			r := result("gpu", "pci-0000-00-02-0")
@@ -68,11 +67,11 @@ func BenchmarkPrepare(b *testing.B) {
 		for b.Loop() {
 			i++
 			c := allocated("c", fmt.Sprintf("uid-%d", i), result("gpu", "pci-0000-00-02-0"))
-			got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+			got, err := d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{c})
 			if err != nil || got[c.UID].Err != nil {
 				b.Fatal(err, got)
 			}
-			if _, err := d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(c)}); err != nil {
+			if _, err := d.UnprepareResourceClaims(ctx, []ClaimRef{ref(c)}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/dri-cdi/dri-cdi/pkg/agent"
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/dri-cdi/dri-cdi/pkg/podresources"
 )
 
@@ -29,8 +28,8 @@ type RunOptions struct {
 	PodUID string
 	// Kubeconfig is a kubeconfig file; empty means the in-cluster config.
 	Kubeconfig string
-	// PluginDataDir and RegistrarDir default to the helper's defaults
-	// (NewDriver, which also checks the options).
+	// PluginDataDir and RegistrarDir default to the kubelet's
+	// directories (NewDriver, which also checks the options).
 	PluginDataDir, RegistrarDir string
 	// PodResourcesSocket is the kubelet's PodResources socket, read with
 	// --usage only: which claims each container holds its cards through.
@@ -38,10 +37,8 @@ type RunOptions struct {
 	// CgroupRoot is the host's cgroup v2 mount (dmem.capacity).
 	CgroupRoot string
 
-	// KubeClient replaces the client built from Kubeconfig (tests).
-	KubeClient kubernetes.Interface
-	// HelperOptions are passed on to the helper (tests).
-	HelperOptions []kubeletplugin.Option
+	// API replaces the client built from Kubeconfig (tests).
+	API API
 	// OnDriver, when set, is given the driver once it exists (tests).
 	OnDriver func(*Driver)
 }
@@ -54,7 +51,7 @@ func Run(ctx context.Context, o RunOptions) error {
 		trace = newStartTrace(o.Agent.Log.WithField("component", "dra"))
 	}
 	trace.mark("main")
-	client := o.KubeClient
+	client := o.API
 	if client == nil {
 		var err error
 		if client, err = newClient(o.Kubeconfig); err != nil {
@@ -77,8 +74,8 @@ func Run(ctx context.Context, o RunOptions) error {
 	d, err := NewDriver(Options{
 		NodeName: o.NodeName, Kind: cfg.Kind(), SysfsRoot: a.Roots.Sysfs, CgroupRoot: o.CgroupRoot,
 		PluginDataDir: o.PluginDataDir, RegistrarDir: o.RegistrarDir, PodUID: o.PodUID,
-		KubeClient: client, Log: a.Log.WithField("component", "dra"), Metrics: NewMetrics(loop.Metrics().Registry),
-		HelperOptions: o.HelperOptions, PodResources: pr,
+		API: client, Log: a.Log.WithField("component", "dra"), Metrics: NewMetrics(loop.Metrics().Registry),
+		PodResources: pr,
 	})
 	if err != nil {
 		return err
@@ -90,7 +87,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	return loop.Run(ctx, d)
 }
 
-func newClient(kubeconfig string) (kubernetes.Interface, error) {
+func newClient(kubeconfig string) (API, error) {
 	var (
 		cfg *rest.Config
 		err error
@@ -104,20 +101,16 @@ func newClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client config (kubeconfig %q): %w", kubeconfig, err)
 	}
 	cfg.UserAgent = "dri-cdi-dra"
-	// The helper GETs each claim in NodePrepareResources, so the client's
+	// Each NodePrepareResources GETs its claims, so the client's
 	// rate limiter is on the prepare path: client-go's default of 5
 	// requests/s would queue a burst of pods' claims behind each other and
-	// the slice controller's requests, and even 50/s (burst 100) added 20
+	// the slice publisher's requests, and even 50/s (burst 100) added 20
 	// ms to every prepare once a burst used up the bucket (the bench's 330
 	// prepares in 5 s: median 18.8 ms). The limit is a guard against a
 	// runaway loop, far above what pod starts on one node need; the API
 	// server's priority and fairness protects it from the node.
 	cfg.QPS, cfg.Burst = 500, 1000
-	// The claim GET of every prepare, and the slice watch, in protobuf:
-	// cheaper to encode for the API server and to decode here than JSON.
-	// Requests the plugin sends stay JSON.
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := draapi.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

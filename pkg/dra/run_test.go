@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/stretchr/testify/require"
-	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -27,14 +26,14 @@ import (
 
 // devicesOf is the node's slice's devices by name, nil until there is
 // exactly one slice.
-func devicesOf(t *testing.T, e *env) map[string]resourceapi.Device {
-	l, err := e.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+func devicesOf(t *testing.T, e *env) map[string]draapi.Device {
+	l, err := listSlices(e.client)
 	require.NoError(t, err)
-	if len(l.Items) != 1 {
+	if len(l) != 1 {
 		return nil
 	}
-	out := map[string]resourceapi.Device{}
-	for _, d := range l.Items[0].Spec.Devices {
+	out := map[string]draapi.Device{}
+	for _, d := range l[0].Spec.Devices {
 		out[d.Name] = d
 	}
 	return out
@@ -62,7 +61,7 @@ func runPlugin(t *testing.T, tree *drmtest.Tree, cdiDir, data, reg string, clien
 		done <- Run(ctx, RunOptions{
 			Agent: agent.Options{Roots: tree.Roots(), CDIDir: cdiDir, ResyncInterval: time.Hour, MetricsAddr: "127.0.0.1:0",
 				OnMetricsListen: func(a net.Addr) { addr <- a }, Log: testEntry(t), Version: "test"},
-			NodeName: node, PluginDataDir: data, RegistrarDir: reg, KubeClient: client,
+			NodeName: node, PluginDataDir: data, RegistrarDir: reg, API: apiOf(client),
 			OnDriver: func(d *Driver) { drivers <- d },
 		})
 	}()
@@ -156,7 +155,7 @@ func TestRunFollowsTheNode(t *testing.T) {
 func TestRunChecksItsOptions(t *testing.T) {
 	// The driver's options are checked by NewDriver, once the loop's are.
 	loop := agent.Options{Roots: drm.Roots{Sysfs: t.TempDir(), Dev: t.TempDir()}, CDIDir: t.TempDir(), ResyncInterval: time.Hour, Log: testEntry(t)}
-	err := Run(context.Background(), RunOptions{Agent: loop, KubeClient: fakeClient()})
+	err := Run(context.Background(), RunOptions{Agent: loop, API: apiOf(fakeClient())})
 	require.ErrorContains(t, err, "node name is empty")
 	err = Run(context.Background(), RunOptions{Agent: agent.Options{Log: testEntry(t)}, NodeName: node, Kubeconfig: "/nonexistent/kubeconfig"})
 	require.ErrorContains(t, err, `kubeconfig "/nonexistent/kubeconfig"`)
@@ -168,7 +167,7 @@ func TestRunChecksItsOptions(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte("pools:\n- resource: dri-cdi.dev/i915\n  drivers: [i915]\n  shares: "+shares+"\n"), 0o600))
 		bad := loop
 		bad.ConfigPath = path
-		err = Run(context.Background(), RunOptions{Agent: bad, NodeName: node, KubeClient: fakeClient()})
+		err = Run(context.Background(), RunOptions{Agent: bad, NodeName: node, API: apiOf(fakeClient())})
 		require.ErrorContains(t, err, path)
 		require.ErrorContains(t, err, "pools[0].shares: must be between 1 and 1000")
 	}
@@ -201,7 +200,7 @@ func TestRunCreatesItsPluginDataDir(t *testing.T) {
 		done <- Run(ctx, RunOptions{
 			Agent: agent.Options{Roots: tree.Roots(), CDIDir: t.TempDir(), ResyncInterval: time.Hour, MetricsAddr: "127.0.0.1:0",
 				OnMetricsListen: func(a net.Addr) { addr <- a }, Log: testEntry(t)},
-			NodeName: node, PluginDataDir: filepath.Join(blocked, "dri-cdi.dev"), RegistrarDir: kubelettest.ShortDir(t), KubeClient: fakeClient(),
+			NodeName: node, PluginDataDir: filepath.Join(blocked, "dri-cdi.dev"), RegistrarDir: kubelettest.ShortDir(t), API: apiOf(fakeClient()),
 		})
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })

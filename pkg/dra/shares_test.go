@@ -5,15 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/stretchr/testify/require"
-	resourceapi "k8s.io/api/resource/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/utils/ptr"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -47,7 +46,7 @@ func newSharedDriver(t *testing.T, data string, shares int) *Driver {
 func newSharedDriverOn(t *testing.T, data string, shares int, cgroups string) *Driver {
 	t.Helper()
 	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, SysfsRoot: t.TempDir(), CgroupRoot: cgroups,
-		PluginDataDir: data, KubeClient: fakeClient(), Log: testEntry(t)})
+		PluginDataDir: data, API: apiOf(fakeClient()), Log: testEntry(t)})
 	require.NoError(t, err)
 	require.NoError(t, d.Update(sharedPools(t, shares), nil))
 	return d
@@ -55,11 +54,11 @@ func newSharedDriverOn(t *testing.T, data string, shares int, cgroups string) *D
 
 // share is a result of one allocation of a shared device: its share ID
 // and, when consumed > 0, the shares the scheduler recorded for it.
-func share(request, device, id string, consumed int64) resourceapi.DeviceRequestAllocationResult {
+func share(request, device, id string, consumed int64) draapi.DeviceRequestAllocationResult {
 	r := result(request, device)
 	r.ShareID = ptr.To(types.UID(id))
 	if consumed > 0 {
-		r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{CapacityShares: *resource.NewQuantity(consumed, resource.DecimalSI)}
+		r.ConsumedCapacity = map[draapi.QualifiedName]resource.Quantity{CapacityShares: *resource.NewQuantity(consumed, resource.DecimalSI)}
 	}
 	return r
 }
@@ -69,7 +68,7 @@ func share(request, device, id string, consumed int64) resourceapi.DeviceRequest
 // pool without them publishes exclusive cards.
 func TestSharedPoolPublishesConsumableCapacity(t *testing.T) {
 	inv, _ := Build(sharedPools(t, 3), nil, t.TempDir()) // no sysfs: no pcieRoot attributes, which this test does not need
-	byName := map[string]resourceapi.Device{}
+	byName := map[string]draapi.Device{}
 	for _, d := range inv.Devices {
 		byName[d.Name] = d
 	}
@@ -103,7 +102,7 @@ func TestSharesArePreparedUpToTheCapacity(t *testing.T) {
 	b := allocated("b", "uid-b", share("gpu", dev, "share-b", 2))
 	c := allocated("c", "uid-c", share("gpu", dev, "share-c", 1))
 
-	got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{a, b, c})
+	got, err := d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{a, b, c})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-a"].Err)
 	require.NoError(t, got["uid-b"].Err)
@@ -118,24 +117,24 @@ func TestSharesArePreparedUpToTheCapacity(t *testing.T) {
 		CDI: []string{cdi.QualifiedName(cdi.DefaultKind, "0000:01:00.0")}, Resource: "dri-cdi.dev/i915",
 		ShareID: "share-b", Shares: 2}, prepared["uid-b"].Devices[0])
 
-	_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(b)})
+	_, err = d.UnprepareResourceClaims(ctx, []ClaimRef{ref(b)})
 	require.NoError(t, err)
 	prepared, err = d.Prepared()
 	require.NoError(t, err)
 	require.Contains(t, prepared, "uid-a", "unpreparing one share leaves the others")
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{c})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-c"].Err, "b's shares are free again")
 
 	// An exclusive use of the card (an allocation without a share ID)
 	// conflicts with the shares, and the other way round.
 	whole := allocated("whole", "uid-whole", result("gpu", dev))
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{whole})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{whole})
 	require.NoError(t, err)
 	require.ErrorIs(t, got["uid-whole"].Err, ErrAlreadyInUse)
-	_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(a), ref(c)})
+	_, err = d.UnprepareResourceClaims(ctx, []ClaimRef{ref(a), ref(c)})
 	require.NoError(t, err)
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{whole, a})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{whole, a})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-whole"].Err)
 	require.ErrorIs(t, got["uid-a"].Err, ErrAlreadyInUse)
@@ -149,24 +148,24 @@ func TestShareResultsAreChecked(t *testing.T) {
 	ctx := context.Background()
 	const dev = "pci-0000-01-00-0"
 	tests := map[string]struct {
-		results []resourceapi.DeviceRequestAllocationResult
+		results []draapi.DeviceRequestAllocationResult
 		err     string
 	}{
-		"two shares of one card":     {results: []resourceapi.DeviceRequestAllocationResult{share("a", dev, "s1", 1), share("b", dev, "s2", 1)}},
-		"three shares of two":        {results: []resourceapi.DeviceRequestAllocationResult{share("a", dev, "s1", 1), share("b", dev, "s2", 2)}, err: "this claim, which hold its shares (3 of 2 with this one)"},
-		"one share twice":            {results: []resourceapi.DeviceRequestAllocationResult{share("a", dev, "s1", 1), share("b", dev, "s1", 1)}, err: `malformed allocation: device "pci-0000-01-00-0" allocated twice`},
-		"share of an exclusive card": {results: []resourceapi.DeviceRequestAllocationResult{share("a", "pci-0000-03-00-0", "s1", 1)}, err: "is allocated as share s1, but its pool has no shares on this node"},
-		"more shares than the card":  {results: []resourceapi.DeviceRequestAllocationResult{share("a", dev, "s1", 3)}, err: "share s1 consumes 3 shares, the card has 2"},
-		"a fraction of a share":      {results: []resourceapi.DeviceRequestAllocationResult{{Request: "a", Driver: DriverName, Pool: node, Device: dev, ShareID: ptr.To(types.UID("s1")), ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{CapacityShares: resource.MustParse("500m")}}}, err: "share s1 consumes 500m shares"},
+		"two shares of one card":     {results: []draapi.DeviceRequestAllocationResult{share("a", dev, "s1", 1), share("b", dev, "s2", 1)}},
+		"three shares of two":        {results: []draapi.DeviceRequestAllocationResult{share("a", dev, "s1", 1), share("b", dev, "s2", 2)}, err: "this claim, which hold its shares (3 of 2 with this one)"},
+		"one share twice":            {results: []draapi.DeviceRequestAllocationResult{share("a", dev, "s1", 1), share("b", dev, "s1", 1)}, err: `malformed allocation: device "pci-0000-01-00-0" allocated twice`},
+		"share of an exclusive card": {results: []draapi.DeviceRequestAllocationResult{share("a", "pci-0000-03-00-0", "s1", 1)}, err: "is allocated as share s1, but its pool has no shares on this node"},
+		"more shares than the card":  {results: []draapi.DeviceRequestAllocationResult{share("a", dev, "s1", 3)}, err: "share s1 consumes 3 shares, the card has 2"},
+		"a fraction of a share":      {results: []draapi.DeviceRequestAllocationResult{{Request: "a", Driver: DriverName, Pool: node, Device: dev, ShareID: ptr.To(types.UID("s1")), ConsumedCapacity: map[draapi.QualifiedName]resource.Quantity{CapacityShares: resource.MustParse("500m")}}}, err: "share s1 consumes 500m shares"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := allocated("c", "uid-"+name, tc.results...)
-			got, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+			got, err := d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{c})
 			require.NoError(t, err)
 			if tc.err == "" {
 				require.NoError(t, got[c.UID].Err)
-				_, err = d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{ref(c)})
+				_, err = d.UnprepareResourceClaims(ctx, []ClaimRef{ref(c)})
 				require.NoError(t, err)
 				return
 			}
@@ -187,24 +186,24 @@ func TestSharesSurviveARestart(t *testing.T) {
 	const dev = "pci-0000-01-00-0"
 	a := allocated("a", "uid-a", share("gpu", dev, "share-a", 1))
 	b := allocated("b", "uid-b", share("gpu", dev, "share-b", 1))
-	got, err := newSharedDriver(t, dir, 2).PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{a, b})
+	got, err := newSharedDriver(t, dir, 2).PrepareResourceClaims(ctx, []*draapi.ResourceClaim{a, b})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-a"].Err)
 	require.NoError(t, got["uid-b"].Err)
 
 	d := newSharedDriver(t, dir, 2)
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{a})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{a})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-a"].Err)
 	require.Equal(t, ptr.To(types.UID("share-a")), got["uid-a"].Devices[0].ShareID)
 	c := allocated("c", "uid-c", share("gpu", dev, "share-c", 1))
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{c})
 	require.NoError(t, err)
 	require.ErrorIs(t, got["uid-c"].Err, ErrAlreadyInUse, "the restarted plugin counts both recorded shares")
 
 	moved := allocated("a", "uid-a", share("gpu", dev, "share-a2", 1))
 	require.False(t, sameAllocation(mustPrepared(t, d)["uid-a"], moved))
-	got, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{moved})
+	got, err = d.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{moved})
 	require.NoError(t, err)
 	require.NoError(t, got["uid-a"].Err)
 	require.Equal(t, "share-a2", mustPrepared(t, d)["uid-a"].Devices[0].ShareID)
@@ -212,12 +211,12 @@ func TestSharesSurviveARestart(t *testing.T) {
 
 // sliceDevices is the devices of the node's slices in the fake API
 // server, by name.
-func sliceDevices(t *testing.T, client *fake.Clientset) map[string]resourceapi.Device {
+func sliceDevices(t *testing.T, client *fake.Clientset) map[string]draapi.Device {
 	t.Helper()
-	l, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+	l, err := listSlices(client)
 	require.NoError(t, err)
-	out := map[string]resourceapi.Device{}
-	for _, s := range l.Items {
+	out := map[string]draapi.Device{}
+	for _, s := range l {
 		for _, d := range s.Spec.Devices {
 			out[d.Name] = d
 		}
@@ -227,7 +226,7 @@ func sliceDevices(t *testing.T, client *fake.Clientset) map[string]resourceapi.D
 
 // An API server that keeps the shares: the shared cards stay shareable
 // in the slice, and their shares are prepared (the share ID reaches the
-// kubelet through the helper).
+// kubelet through the DRA service).
 func TestSharesKeptByTheAPIServer(t *testing.T) {
 	client := fakeClient()
 	e := start(t, kubelettest.ShortDir(t), kubelettest.ShortDir(t), client, "", sharedPools(t, 2), nil)
@@ -243,7 +242,7 @@ func TestSharesKeptByTheAPIServer(t *testing.T) {
 	require.Equal(t, "share-a", got["uid-a"].Devices[0].GetShareId())
 	require.Equal(t, "share-b", got["uid-b"].Devices[0].GetShareId())
 	// The check ran and found the shares: they stay.
-	require.Never(t, func() bool { return !e.d.currentInventory().publishesShares() }, 2*sharesCheckEvery, 50*time.Millisecond)
+	require.Never(t, func() bool { return !e.d.currentInventory().publishesShares() }, time.Second, 50*time.Millisecond)
 }
 
 // An API server that drops the fields it does not know (what one without
@@ -252,12 +251,12 @@ func TestSharesKeptByTheAPIServer(t *testing.T) {
 func TestSharesDroppedByTheAPIServerFallBackToExclusive(t *testing.T) {
 	client := fakeClient()
 	strip := func(a k8stesting.Action) (bool, runtime.Object, error) {
-		var s *resourceapi.ResourceSlice
+		var s *resourcev1.ResourceSlice
 		switch a := a.(type) {
 		case k8stesting.CreateAction:
-			s, _ = a.GetObject().(*resourceapi.ResourceSlice)
+			s, _ = a.GetObject().(*resourcev1.ResourceSlice)
 		case k8stesting.UpdateAction:
-			s, _ = a.GetObject().(*resourceapi.ResourceSlice)
+			s, _ = a.GetObject().(*resourcev1.ResourceSlice)
 		}
 		if s != nil {
 			for i := range s.Spec.Devices {

@@ -5,33 +5,32 @@ import (
 	"slices"
 	"strings"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/utils/ptr"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/dmem"
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/dri-cdi/dri-cdi/pkg/drm"
 )
 
 // Attribute names in the driver's own domain (unqualified in the slice;
 // in CEL device.attributes["dri-cdi.dev"].<name>).
 const (
-	AttrID          resourceapi.QualifiedName = "id"
-	AttrDriver      resourceapi.QualifiedName = "driver"
-	AttrResource    resourceapi.QualifiedName = "resource"
-	AttrVendorID    resourceapi.QualifiedName = "vendorID"
-	AttrDeviceID    resourceapi.QualifiedName = "deviceID"
-	AttrBus         resourceapi.QualifiedName = "bus"
-	AttrCardMinor   resourceapi.QualifiedName = "cardMinor"
-	AttrRenderMinor resourceapi.QualifiedName = "renderMinor"
-	AttrDisplayOnly resourceapi.QualifiedName = "displayOnly"
+	AttrID          draapi.QualifiedName = "id"
+	AttrDriver      draapi.QualifiedName = "driver"
+	AttrResource    draapi.QualifiedName = "resource"
+	AttrVendorID    draapi.QualifiedName = "vendorID"
+	AttrDeviceID    draapi.QualifiedName = "deviceID"
+	AttrBus         draapi.QualifiedName = "bus"
+	AttrCardMinor   draapi.QualifiedName = "cardMinor"
+	AttrRenderMinor draapi.QualifiedName = "renderMinor"
+	AttrDisplayOnly draapi.QualifiedName = "displayOnly"
 	// AttrClass is the device's class: drm.ClassDRM (a card) or
 	// drm.ClassAccel (a compute accelerator under /dev/accel).
-	AttrClass resourceapi.QualifiedName = "class"
+	AttrClass draapi.QualifiedName = "class"
 	// AttrAccelMinor is N of /dev/accel/accelN, for a device with one.
-	AttrAccelMinor resourceapi.QualifiedName = "accelMinor"
+	AttrAccelMinor draapi.QualifiedName = "accelMinor"
 )
 
 // CapacityShares is the capacity of a card of a pool with shares (in
@@ -40,7 +39,7 @@ const (
 // name as the device publishes it): how many shares the card has.
 // A claim that names no amount takes exactly one (the request policy's
 // default; without a policy it would take them all).
-const CapacityShares resourceapi.QualifiedName = "shares"
+const CapacityShares draapi.QualifiedName = "shares"
 
 // CapacityMemory is the device memory in bytes of a card of a pool with
 // shares whose driver registered dmem regions (in CEL
@@ -51,7 +50,7 @@ const CapacityShares resourceapi.QualifiedName = "shares"
 // container to what its share consumed, where the kernel enforces it.
 // Cards without a region (i915, an xe iGPU without VRAM, an APU's
 // carve-out) publish no memory.
-const CapacityMemory resourceapi.QualifiedName = "memory"
+const CapacityMemory draapi.QualifiedName = "memory"
 
 // memoryStep is the unit of memory requests: amounts are rounded up to
 // whole MiB by the scheduler.
@@ -90,7 +89,7 @@ type Device struct {
 // and the same devices by name, for prepare.
 type Inventory struct {
 	// Devices are the slice's devices, sorted by name.
-	Devices []resourceapi.Device
+	Devices []draapi.Device
 	// ByName maps each device name to its card.
 	ByName map[string]Device
 }
@@ -144,8 +143,8 @@ func Build(pools []config.Pool, unhealthy map[string]bool, sysfsRoot string) (in
 // device is the API form of one card. The standard attributes that
 // cannot be read (a PCI card whose /sys/bus/pci link is missing) are
 // left out and returned as problems; the card is still published.
-func device(name string, c *drm.Card, resource string, healthy bool, sysfsRoot string) (resourceapi.Device, []error) {
-	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+func device(name string, c *drm.Card, resource string, healthy bool, sysfsRoot string) (draapi.Device, []error) {
+	attrs := map[draapi.QualifiedName]draapi.DeviceAttribute{
 		AttrID:          {StringValue: ptr.To(c.ID)},
 		AttrDriver:      {StringValue: ptr.To(c.Driver)},
 		AttrResource:    {StringValue: ptr.To(resource)},
@@ -155,44 +154,25 @@ func device(name string, c *drm.Card, resource string, healthy bool, sysfsRoot s
 	}
 	// An Unhealthy card seeded without nodes has no minor to publish.
 	if c.CardNode.Path != "" {
-		attrs[AttrCardMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(c.CardNode.Minor))}
+		attrs[AttrCardMinor] = draapi.DeviceAttribute{IntValue: ptr.To(int64(c.CardNode.Minor))}
 	}
 	if c.RenderNode != nil {
-		attrs[AttrRenderMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(c.RenderNode.Minor))}
+		attrs[AttrRenderMinor] = draapi.DeviceAttribute{IntValue: ptr.To(int64(c.RenderNode.Minor))}
 	}
 	if c.AccelNode != nil {
-		attrs[AttrAccelMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(c.AccelNode.Minor))}
+		attrs[AttrAccelMinor] = draapi.DeviceAttribute{IntValue: ptr.To(int64(c.AccelNode.Minor))}
 	}
 	if c.VendorID != "" {
-		attrs[AttrVendorID] = resourceapi.DeviceAttribute{StringValue: ptr.To(c.VendorID)}
-		attrs[AttrDeviceID] = resourceapi.DeviceAttribute{StringValue: ptr.To(c.DeviceID)}
+		attrs[AttrVendorID] = draapi.DeviceAttribute{StringValue: ptr.To(c.VendorID)}
+		attrs[AttrDeviceID] = draapi.DeviceAttribute{StringValue: ptr.To(c.DeviceID)}
 	}
-	var problems []error
-	if c.PCIAddress != "" {
-		if a, err := deviceattribute.GetPCIBusIDAttribute(c.PCIAddress); err != nil {
-			problems = append(problems, fmt.Errorf("card %s: %w", c.ID, err))
-		} else {
-			attrs[a.Name] = a.Value
-			if a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(c.PCIAddress, deviceattribute.WithFSFromRoot(sysfsRoot)); err != nil {
-				problems = append(problems, fmt.Errorf("card %s: no %s attribute: %w", c.ID, deviceattribute.StandardDeviceAttributePCIeRoot, err))
-			} else {
-				attrs[a.Name] = a.Value
-			}
-		}
-	}
-	if c.NUMANode >= 0 {
-		if a, err := deviceattribute.GetNUMANodeAttribute(c.NUMANode, deviceattribute.ScalarAttribute); err == nil {
-			attrs[a.Name] = a.Value
-		} else {
-			problems = append(problems, fmt.Errorf("card %s: %w", c.ID, err))
-		}
-	}
-	d := resourceapi.Device{Name: name, Attributes: attrs}
+	problems := standardAttributes(attrs, c.ID, c.PCIAddress, c.NUMANode, sysfsRoot)
+	d := draapi.Device{Name: name, Attributes: attrs}
 	if !healthy {
-		d.Taints = []resourceapi.DeviceTaint{{
+		d.Taints = []draapi.DeviceTaint{{
 			Key:    UnavailableTaint,
 			Value:  UnavailableReason,
-			Effect: resourceapi.DeviceTaintEffectNoSchedule,
+			Effect: draapi.DeviceTaintEffectNoSchedule,
 		}}
 	}
 	return d, problems
@@ -203,18 +183,18 @@ func device(name string, c *drm.Card, resource string, healthy bool, sysfsRoot s
 // be allocated the device at once, each consuming shares of the
 // CapacityShares capacity. The request policy makes a claim that asks for
 // no amount take one share, and any whole number up to all of them.
-func shareable(d *resourceapi.Device, shares int) {
+func shareable(d *draapi.Device, shares int) {
 	if shares <= 0 {
 		return
 	}
 	n := resource.NewQuantity(int64(shares), resource.DecimalSI)
 	d.AllowMultipleAllocations = ptr.To(true)
-	d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+	d.Capacity = map[draapi.QualifiedName]draapi.DeviceCapacity{
 		CapacityShares: {
 			Value: *n,
-			RequestPolicy: &resourceapi.CapacityRequestPolicy{
+			RequestPolicy: &draapi.CapacityRequestPolicy{
 				Default: resource.NewQuantity(1, resource.DecimalSI),
-				ValidRange: &resourceapi.CapacityRequestPolicyRange{
+				ValidRange: &draapi.CapacityRequestPolicyRange{
 					Min:  resource.NewQuantity(1, resource.DecimalSI),
 					Max:  resource.NewQuantity(int64(shares), resource.DecimalSI),
 					Step: resource.NewQuantity(1, resource.DecimalSI),
@@ -246,11 +226,11 @@ func withMemory(inv Inventory, regions []dmem.Region) Inventory {
 		if perShare < memoryStep || total < 2*memoryStep {
 			continue
 		}
-		d.Capacity[CapacityMemory] = resourceapi.DeviceCapacity{
+		d.Capacity[CapacityMemory] = draapi.DeviceCapacity{
 			Value: *resource.NewQuantity(total, resource.BinarySI),
-			RequestPolicy: &resourceapi.CapacityRequestPolicy{
+			RequestPolicy: &draapi.CapacityRequestPolicy{
 				Default: resource.NewQuantity(perShare, resource.BinarySI),
-				ValidRange: &resourceapi.CapacityRequestPolicyRange{
+				ValidRange: &draapi.CapacityRequestPolicyRange{
 					Min:  resource.NewQuantity(memoryStep, resource.BinarySI),
 					Max:  resource.NewQuantity(total/memoryStep*memoryStep, resource.BinarySI),
 					Step: resource.NewQuantity(memoryStep, resource.BinarySI),

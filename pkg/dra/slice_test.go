@@ -3,8 +3,8 @@ package dra
 import (
 	"testing"
 
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/stretchr/testify/require"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
@@ -31,14 +31,14 @@ func discover(t *testing.T, gpus ...drmtest.GPU) (*drmtest.Tree, []drm.Card) {
 	return tree, inv.Cards
 }
 
-func str(s string) resourceapi.DeviceAttribute {
-	return resourceapi.DeviceAttribute{StringValue: ptr.To(s)}
+func str(s string) draapi.DeviceAttribute {
+	return draapi.DeviceAttribute{StringValue: ptr.To(s)}
 }
-func num(i int64) resourceapi.DeviceAttribute {
-	return resourceapi.DeviceAttribute{IntValue: ptr.To(i)}
+func num(i int64) draapi.DeviceAttribute {
+	return draapi.DeviceAttribute{IntValue: ptr.To(i)}
 }
-func boolAttr(b bool) resourceapi.DeviceAttribute {
-	return resourceapi.DeviceAttribute{BoolValue: ptr.To(b)}
+func boolAttr(b bool) draapi.DeviceAttribute {
+	return draapi.DeviceAttribute{BoolValue: ptr.To(b)}
 }
 
 func TestBuildHybridNode(t *testing.T) {
@@ -47,13 +47,13 @@ func TestBuildHybridNode(t *testing.T) {
 	require.Empty(t, problems)
 	// The default pools take the cards with a render node only, as the
 	// device plugin does.
-	require.Equal(t, []resourceapi.Device{
-		{Name: "pci-0000-00-02-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+	require.Equal(t, []draapi.Device{
+		{Name: "pci-0000-00-02-0", Attributes: map[draapi.QualifiedName]draapi.DeviceAttribute{
 			"id": str("0000:00:02.0"), "driver": str("i915"), "resource": str("dri-cdi.dev/i915"), "bus": str("pci"),
 			"vendorID": str("8086"), "deviceID": str("7d55"), "cardMinor": num(1), "renderMinor": num(128), "displayOnly": boolAttr(false), "class": str("drm"),
 			"resource.kubernetes.io/pciBusID": str("0000:00:02.0"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
 		}},
-		{Name: "pci-0000-03-00-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		{Name: "pci-0000-03-00-0", Attributes: map[draapi.QualifiedName]draapi.DeviceAttribute{
 			"id": str("0000:03:00.0"), "driver": str("amdgpu"), "resource": str("dri-cdi.dev/amdgpu"), "bus": str("pci"),
 			"vendorID": str("1002"), "deviceID": str("744c"), "cardMinor": num(2), "renderMinor": num(129), "displayOnly": boolAttr(false), "class": str("drm"),
 			"resource.kubernetes.io/pciBusID": str("0000:03:00.0"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
@@ -73,12 +73,12 @@ func TestBuildAccelDevices(t *testing.T) {
 	tree, cards := discover(t, drmtest.IntelNPU, drmtest.RK3588Panthor, drmtest.RK3588Rocket.WithNodes(1, -1))
 	inv, problems := Build(config.Default().Assign(cards), nil, tree.Roots().Sysfs)
 	require.Empty(t, problems)
-	byName := map[string]resourceapi.Device{}
+	byName := map[string]draapi.Device{}
 	for _, d := range inv.Devices {
 		byName[d.Name] = d
 	}
 	require.Len(t, byName, 3)
-	require.Equal(t, map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+	require.Equal(t, map[draapi.QualifiedName]draapi.DeviceAttribute{
 		"id": str("0000:00:0b.0"), "driver": str("intel_vpu"), "resource": str("dri-cdi.dev/intel_vpu"), "bus": str("pci"),
 		"vendorID": str("8086"), "deviceID": str("7d1d"), "accelMinor": num(0), "displayOnly": boolAttr(false), "class": str("accel"),
 		"resource.kubernetes.io/pciBusID": str("0000:00:0b.0"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
@@ -130,7 +130,7 @@ pools:
 		case sfb:
 			require.Equal(t, str("simple-framebuffer.0"), d.Attributes[AttrID])
 			require.Equal(t, str("platform"), d.Attributes[AttrBus])
-			for _, a := range []resourceapi.QualifiedName{AttrVendorID, AttrDeviceID, "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot", "resource.kubernetes.io/numaNode"} {
+			for _, a := range []draapi.QualifiedName{AttrVendorID, AttrDeviceID, "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot", "resource.kubernetes.io/numaNode"} {
 				require.NotContains(t, d.Attributes, a)
 			}
 		}
@@ -142,7 +142,7 @@ func TestBuildUnhealthyIsTainted(t *testing.T) {
 	inv, _ := Build(config.Default().Assign(cards), map[string]bool{"0000:03:00.0": true}, tree.Roots().Sysfs)
 	require.Len(t, inv.Devices, 2)
 	require.Empty(t, inv.Devices[0].Taints)
-	require.Equal(t, []resourceapi.DeviceTaint{{Key: "dri-cdi.dev/unavailable", Value: UnavailableReason, Effect: resourceapi.DeviceTaintEffectNoSchedule}},
+	require.Equal(t, []draapi.DeviceTaint{{Key: "dri-cdi.dev/unavailable", Value: UnavailableReason, Effect: draapi.DeviceTaintEffectNoSchedule}},
 		inv.Devices[1].Taints)
 	require.False(t, inv.ByName["pci-0000-03-00-0"].Healthy)
 	require.True(t, inv.ByName["pci-0000-00-02-0"].Healthy)

@@ -82,10 +82,10 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // registrationMethod is the kubelet's call that ends a registration.
 const registrationMethod = "/pluginregistration.Registration/NotifyRegistrationStatus"
 
-// timing is the helper's gRPC interceptor (registrar and DRA servers):
+// timing is the gRPC interceptor of the registration and DRA servers:
 // it marks the registration in the trace and logs each DRA call's time
-// in the plugin (debug), which includes the helper's GET of each claim;
-// PrepareResourceClaims logs the part that is ours.
+// in the plugin (debug), which includes the GET of each claim;
+// PrepareResourceClaims logs the part after it (claim store, checkpoint).
 func (t *startTrace) timing(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)

@@ -2,12 +2,13 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/stretchr/testify/require"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	healthpb "k8s.io/kubelet/pkg/apis/dra-health/v1"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
@@ -16,19 +17,17 @@ import (
 )
 
 // healthOf is the first health report d sends, by device name.
-func healthOf(t *testing.T, d *Driver) map[string]kubeletplugin.DeviceHealth {
+func healthOf(t *testing.T, d *Driver) map[string]*healthpb.DeviceHealth {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	reports := make(chan kubeletplugin.DeviceHealthReport)
-	done := make(chan error, 1)
-	go func() { done <- d.WatchHealthStatus(ctx, reports) }()
-	r := <-reports
-	cancel()
-	require.NoError(t, <-done)
-	out := map[string]kubeletplugin.DeviceHealth{}
+	var r *healthpb.NodeWatchResourcesResponse
+	stop := errors.New("got one")
+	err := d.watchHealth(ctx, func(first *healthpb.NodeWatchResourcesResponse) error { r = first; return stop })
+	require.ErrorIs(t, err, stop)
+	out := map[string]*healthpb.DeviceHealth{}
 	for _, h := range r.Devices {
-		out[h.DeviceName] = h
+		out[h.Device.DeviceName] = h
 	}
 	return out
 }
@@ -67,7 +66,7 @@ func TestRestartKeepsTheUnboundCardOfAPreparedClaim(t *testing.T) {
 	p = runPlugin(t, tree, cdiDir, data, reg, client)
 	e = p.register(t, client)
 
-	tainted := []resourceapi.DeviceTaint{{Key: UnavailableTaint, Value: UnavailableReason, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	tainted := []draapi.DeviceTaint{{Key: UnavailableTaint, Value: UnavailableReason, Effect: draapi.DeviceTaintEffectNoSchedule}}
 	// The slice of the first run is still there, untainted, until the
 	// second run's reaches the (fake) API server.
 	require.Eventually(t, func() bool {
@@ -80,9 +79,9 @@ func TestRestartKeepsTheUnboundCardOfAPreparedClaim(t *testing.T) {
 	require.Equal(t, "dri-cdi.dev/amdgpu", *dev.Attributes[AttrResource].StringValue, "the resource recorded at prepare")
 	require.NotContains(t, dev.Attributes, AttrRenderMinor, "an unbound card has no minor to publish")
 	health := healthOf(t, p.d)
-	require.Equal(t, kubeletplugin.HealthStatusUnhealthy, health[amdDev].Health)
+	require.Equal(t, healthpb.HealthStatus_UNHEALTHY, health[amdDev].Health)
 	require.Contains(t, health[amdDev].Message, "card unavailable")
-	require.Equal(t, kubeletplugin.HealthStatusHealthy, health["pci-0000-00-02-0"].Health)
+	require.Equal(t, healthpb.HealthStatus_HEALTHY, health["pci-0000-00-02-0"].Health)
 
 	other := e.claim("other", "uid-other", result("gpu", amdDev))
 	require.Contains(t, e.prepare(other)["uid-other"].Error, "card unavailable")
@@ -98,7 +97,7 @@ func TestRestartKeepsTheUnboundCardOfAPreparedClaim(t *testing.T) {
 		dev, ok := devicesOf(t, e)[amdDev]
 		return ok && len(dev.Taints) == 0
 	}, 30*time.Second, time.Millisecond)
-	require.Equal(t, kubeletplugin.HealthStatusHealthy, healthOf(t, p.d)[amdDev].Health)
+	require.Equal(t, healthpb.HealthStatus_HEALTHY, healthOf(t, p.d)[amdDev].Health)
 	nodes, _ = specNodes(t, cdiDir, amd)
 	var paths []string
 	for _, n := range nodes {

@@ -6,9 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 	"github.com/stretchr/testify/require"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/utils/ptr"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -32,7 +31,7 @@ func TestContainerClaims(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 
 	d, err := NewDriver(Options{NodeName: node, Kind: cdi.DefaultKind, SysfsRoot: t.TempDir(),
-		PluginDataDir: t.TempDir(), KubeClient: fakeClient(), Log: testEntry(t), PodResources: client})
+		PluginDataDir: t.TempDir(), API: apiOf(fakeClient()), Log: testEntry(t), PodResources: client})
 	require.NoError(t, err)
 	require.NoError(t, d.Update(sharedPools(t, 2), nil))
 
@@ -42,7 +41,7 @@ func TestContainerClaims(t *testing.T) {
 	wholeClaim := allocated("render-gpu", "uid-render", result("gpu", amd))
 	monitor := allocated("monitor", "uid-monitor", result("gpu", igpu))
 	monitor.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
-	res, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{plexClaim, jellyClaim, wholeClaim, monitor})
+	res, err := d.PrepareResourceClaims(context.Background(), []*draapi.ResourceClaim{plexClaim, jellyClaim, wholeClaim, monitor})
 	require.NoError(t, err)
 	for uid, r := range res {
 		require.NoError(t, r.Err, uid)
@@ -108,7 +107,7 @@ func TestContainerClaims(t *testing.T) {
 	require.NotContains(t, got, usage.Names{Namespace: "ns", Pod: "render-0", Container: "app"})
 
 	// Unprepared, the share is no longer attributed.
-	_, err = d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{ref(plexClaim)})
+	_, err = d.UnprepareResourceClaims(context.Background(), []ClaimRef{ref(plexClaim)})
 	require.NoError(t, err)
 	got, err = d.ContainerClaims(context.Background())
 	require.NoError(t, err)

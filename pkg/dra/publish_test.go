@@ -1,0 +1,175 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/dri-cdi/dri-cdi/pkg/draapi"
+)
+
+func testDevices(n int) []draapi.Device {
+	out := make([]draapi.Device, n)
+	for i := range out {
+		out[i] = draapi.Device{Name: fmt.Sprintf("dev-%03d", i), Attributes: map[draapi.QualifiedName]draapi.DeviceAttribute{
+			AttrID: {StringValue: ptr.To(fmt.Sprint(i))}}}
+	}
+	return out
+}
+
+// sliceWrites counts the create, update and delete calls on slices.
+func sliceWrites(c interface{ Actions() []k8stesting.Action }) int {
+	n := 0
+	for _, a := range c.Actions() {
+		if a.GetResource().Resource == "resourceslices" && a.GetVerb() != "list" && a.GetVerb() != "watch" && a.GetVerb() != "get" {
+			n++
+		}
+	}
+	return n
+}
+
+// A pool of more cards than a slice holds is split in slices of 128,
+// named by index, at one generation; a smaller pool later is written
+// back into the first slice at the next generation and the others are
+// deleted.
+func TestPublisherSplitsThePoolAndShrinksIt(t *testing.T) {
+	client := fakeClient()
+	p := newSlicePublisher(apiOf(client), node, testEntry(t))
+	ctx := context.Background()
+	stored, err := p.sync(ctx, testDevices(300))
+	require.NoError(t, err)
+	require.Len(t, stored, 3)
+	l, err := listSlices(client)
+	require.NoError(t, err)
+	require.Len(t, l, 3)
+	sizes := map[string]int{}
+	for _, s := range l {
+		require.Equal(t, int64(1), s.Spec.Pool.Generation)
+		require.Equal(t, int64(3), s.Spec.Pool.ResourceSliceCount)
+		require.Equal(t, node, s.OwnerReferences[0].Name)
+		require.Equal(t, "node-uid", string(s.OwnerReferences[0].UID))
+		sizes[s.Name[:5]] = len(s.Spec.Devices)
+	}
+	require.Equal(t, map[string]int{"00000": 128, "00001": 128, "00002": 44}, sizes)
+	first := ""
+	for _, s := range l {
+		if strings.HasPrefix(s.Name, "00000-dri-cdi.dev-node-a-") {
+			first = s.Name
+		}
+	}
+	require.NotEmpty(t, first)
+
+	_, err = p.sync(ctx, testDevices(10))
+	require.NoError(t, err)
+	l, err = listSlices(client)
+	require.NoError(t, err)
+	require.Len(t, l, 1)
+	require.Equal(t, first, l[0].Name, "the first slice is updated in place")
+	require.Equal(t, int64(2), l[0].Spec.Pool.Generation)
+	require.Equal(t, int64(1), l[0].Spec.Pool.ResourceSliceCount)
+	require.Len(t, l[0].Spec.Devices, 10)
+}
+
+// An unchanged pool costs no write, also when the API server set the
+// time of a taint, which the plugin's devices do not carry.
+func TestPublisherWritesNothingWhenUpToDate(t *testing.T) {
+	client := fakeClient()
+	stamp := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		var s *resourcev1.ResourceSlice
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			s, _ = a.GetObject().(*resourcev1.ResourceSlice)
+		case k8stesting.UpdateAction:
+			s, _ = a.GetObject().(*resourcev1.ResourceSlice)
+		}
+		for i := range s.Spec.Devices {
+			for j := range s.Spec.Devices[i].Taints {
+				if s.Spec.Devices[i].Taints[j].TimeAdded == nil {
+					s.Spec.Devices[i].Taints[j].TimeAdded = &metav1.Time{Time: time.Unix(1e9, 0)}
+				}
+			}
+		}
+		return false, nil, nil
+	}
+	client.PrependReactor("create", "resourceslices", stamp)
+	client.PrependReactor("update", "resourceslices", stamp)
+	p := newSlicePublisher(apiOf(client), node, testEntry(t))
+	devs := testDevices(3)
+	devs[1].Taints = []draapi.DeviceTaint{{Key: UnavailableTaint, Value: UnavailableReason, Effect: draapi.DeviceTaintEffectNoSchedule}}
+	ctx := context.Background()
+	_, err := p.sync(ctx, devs)
+	require.NoError(t, err)
+	writes := sliceWrites(client)
+	require.Equal(t, 1, writes)
+	_, err = p.sync(ctx, testDevices(3)[:3:3])
+	require.NoError(t, err)
+	require.Equal(t, writes+1, sliceWrites(client), "the taint's removal is written")
+	_, err = p.sync(ctx, devs)
+	require.NoError(t, err)
+	_, err = p.sync(ctx, devs)
+	require.NoError(t, err)
+	require.Equal(t, writes+2, sliceWrites(client), "a taint the server stamped is not written again")
+}
+
+// A slice someone else deletes or changes is written again, through the
+// watch.
+func TestPublisherRepairsTheSlice(t *testing.T) {
+	client := fakeClient()
+	p := newSlicePublisher(apiOf(client), node, testEntry(t))
+	synced := make(chan int, 100)
+	p.synced = func(s []*draapi.ResourceSlice) { synced <- len(s) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	p.set(testDevices(2))
+	one := func() draapi.ResourceSlice {
+		var l []draapi.ResourceSlice
+		require.Eventually(t, func() bool {
+			var err error
+			l, err = listSlices(client)
+			return err == nil && len(l) == 1 && len(l[0].Spec.Devices) == 2
+		}, 30*time.Second, 5*time.Millisecond)
+		return l[0]
+	}
+	s := one()
+	require.NoError(t, client.ResourceV1().ResourceSlices().Delete(ctx, s.Name, metav1.DeleteOptions{}))
+	s = one()
+	var k resourcev1.ResourceSlice
+	require.NoError(t, convert(s, &k))
+	k.Spec.Devices = k.Spec.Devices[:1]
+	_, err := client.ResourceV1().ResourceSlices().Update(ctx, &k, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	one()
+}
+
+// A node whose slice an earlier version wrote (the same name scheme,
+// any generation) gets it updated in place at the next generation.
+func TestPublisherTakesOverAnExistingSlice(t *testing.T) {
+	client := fakeClient()
+	old := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "00000-dri-cdi.dev-node-a-abcde"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: DriverName, NodeName: ptr.To(node),
+			Pool: resourcev1.ResourcePool{Name: node, Generation: 7, ResourceSliceCount: 1}},
+	}
+	_, err := client.ResourceV1().ResourceSlices().Create(context.Background(), old, metav1.CreateOptions{})
+	require.NoError(t, err)
+	p := newSlicePublisher(apiOf(client), node, testEntry(t))
+	_, err = p.sync(context.Background(), testDevices(2))
+	require.NoError(t, err)
+	l, err := listSlices(client)
+	require.NoError(t, err)
+	require.Len(t, l, 1)
+	require.Equal(t, old.Name, l[0].Name)
+	require.Equal(t, int64(8), l[0].Spec.Pool.Generation)
+	require.Len(t, l[0].Spec.Devices, 2)
+}
