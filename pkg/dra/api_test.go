@@ -7,8 +7,10 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 )
@@ -140,4 +142,25 @@ func listSlices(c *fake.Clientset) ([]draapi.ResourceSlice, error) {
 	}
 	var out draapi.ResourceSliceList
 	return out.Items, convert(l, &out)
+}
+
+// onSliceWrite has the fake API server pass every slice it is asked to
+// create or update through fn before storing it, as an API server that
+// sets or drops fields does.
+func onSliceWrite(c *fake.Clientset, fn func(*resourcev1.ResourceSlice)) {
+	react := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		var s *resourcev1.ResourceSlice
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			s, _ = a.GetObject().(*resourcev1.ResourceSlice)
+		case k8stesting.UpdateAction:
+			s, _ = a.GetObject().(*resourcev1.ResourceSlice)
+		}
+		if s != nil {
+			fn(s)
+		}
+		return false, nil, nil
+	}
+	c.PrependReactor("create", "resourceslices", react)
+	c.PrependReactor("update", "resourceslices", react)
 }

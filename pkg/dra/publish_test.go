@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -83,14 +82,7 @@ func TestPublisherSplitsThePoolAndShrinksIt(t *testing.T) {
 // time of a taint, which the plugin's devices do not carry.
 func TestPublisherWritesNothingWhenUpToDate(t *testing.T) {
 	client := fakeClient()
-	stamp := func(a k8stesting.Action) (bool, runtime.Object, error) {
-		var s *resourcev1.ResourceSlice
-		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			s, _ = a.GetObject().(*resourcev1.ResourceSlice)
-		case k8stesting.UpdateAction:
-			s, _ = a.GetObject().(*resourcev1.ResourceSlice)
-		}
+	onSliceWrite(client, func(s *resourcev1.ResourceSlice) {
 		for i := range s.Spec.Devices {
 			for j := range s.Spec.Devices[i].Taints {
 				if s.Spec.Devices[i].Taints[j].TimeAdded == nil {
@@ -98,10 +90,7 @@ func TestPublisherWritesNothingWhenUpToDate(t *testing.T) {
 				}
 			}
 		}
-		return false, nil, nil
-	}
-	client.PrependReactor("create", "resourceslices", stamp)
-	client.PrependReactor("update", "resourceslices", stamp)
+	})
 	p := newSlicePublisher(apiOf(client), node, testEntry(t))
 	devs := testDevices(3)
 	devs[1].Taints = []draapi.DeviceTaint{{Key: UnavailableTaint, Value: UnavailableReason, Effect: draapi.DeviceTaintEffectNoSchedule}}

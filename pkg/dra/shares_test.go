@@ -9,10 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/dri-cdi/dri-cdi/cdi"
@@ -250,24 +248,12 @@ func TestSharesKeptByTheAPIServer(t *testing.T) {
 // devices, and shares are refused from then on, naming the reason.
 func TestSharesDroppedByTheAPIServerFallBackToExclusive(t *testing.T) {
 	client := fakeClient()
-	strip := func(a k8stesting.Action) (bool, runtime.Object, error) {
-		var s *resourcev1.ResourceSlice
-		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			s, _ = a.GetObject().(*resourcev1.ResourceSlice)
-		case k8stesting.UpdateAction:
-			s, _ = a.GetObject().(*resourcev1.ResourceSlice)
+	onSliceWrite(client, func(s *resourcev1.ResourceSlice) {
+		for i := range s.Spec.Devices {
+			s.Spec.Devices[i].AllowMultipleAllocations = nil
+			s.Spec.Devices[i].Capacity = nil
 		}
-		if s != nil {
-			for i := range s.Spec.Devices {
-				s.Spec.Devices[i].AllowMultipleAllocations = nil
-				s.Spec.Devices[i].Capacity = nil
-			}
-		}
-		return false, nil, nil
-	}
-	client.PrependReactor("create", "resourceslices", strip)
-	client.PrependReactor("update", "resourceslices", strip)
+	})
 	e := start(t, kubelettest.ShortDir(t), kubelettest.ShortDir(t), client, "", sharedPools(t, 2), nil)
 	require.Eventually(t, func() bool { return !e.d.currentInventory().publishesShares() }, 30*time.Second, 10*time.Millisecond,
 		"the plugin must stop publishing shares the API server drops")
