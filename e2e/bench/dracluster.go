@@ -341,7 +341,7 @@ func (b *bench) draPrepareBreakdown(ctx context.Context, c *harness.Cluster) err
 	for _, s := range []struct {
 		name string
 		ds   []time.Duration
-	}{{"kubelet (dra_grpc_operations_duration_seconds)", kubelet}, {"plugin's gRPC handler (helper: claim GET + ours)", handler},
+	}{{"kubelet (dra_grpc_operations_duration_seconds)", kubelet}, {"plugin's gRPC handler (claim GET + ours)", handler},
 		{"ours (PrepareResourceClaims: claim store + fsynced checkpoint write)", ours}} {
 		sum, err := Summarize(In(time.Microsecond, s.ds))
 		if err != nil {
