@@ -204,7 +204,9 @@ func TestPublishesOneSliceForTheNode(t *testing.T) {
 func TestPrepareReturnsTheCardsCDINames(t *testing.T) {
 	e := start(t, kubelettest.ShortDir(t), kubelettest.ShortDir(t), fakeClient(), "", testPools(), nil)
 	one := e.claim("one", "uid-1", result("gpu", "pci-0000-01-00-0"))
-	two := e.claim("two", "uid-2", result("a", "pci-0000-00-02-0"), result("b", "pci-0000-03-00-0"))
+	// b's device came from a prioritized list's subrequest: the kubelet
+	// gets the request's own name.
+	two := e.claim("two", "uid-2", result("a", "pci-0000-00-02-0"), result("b/integrated", "pci-0000-03-00-0"))
 	got := e.prepare(one, two)
 	require.Len(t, got, 2)
 	require.Empty(t, got["uid-1"].Error)
@@ -214,6 +216,7 @@ func TestPrepareReturnsTheCardsCDINames(t *testing.T) {
 	require.Equal(t, []string{"gpu"}, got["uid-1"].Devices[0].RequestNames)
 	require.Empty(t, got["uid-2"].Error)
 	require.Equal(t, []string{"dri-cdi.dev/gpu=0000:00:02.0", "dri-cdi.dev/gpu=0000:03:00.0"}, cdiIDs(got["uid-2"]))
+	require.Equal(t, []string{"b"}, got["uid-2"].Devices[1].RequestNames)
 
 	// Idempotent: a second pod of a shared claim, or a kubelet retry, gets
 	// the same card.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -229,13 +230,25 @@ func (s *draService) NodePrepareResources(ctx context.Context, req *drapb.NodePr
 		}
 		for _, dev := range r.Devices {
 			out.Devices = append(out.Devices, &drapb.Device{
-				RequestNames: dev.Requests, PoolName: dev.PoolName, DeviceName: dev.DeviceName,
+				RequestNames: baseRequests(dev.Requests), PoolName: dev.PoolName, DeviceName: dev.DeviceName,
 				CdiDeviceIds: dev.CDIDeviceIDs, ShareId: (*string)(dev.ShareID),
 			})
 		}
 		resp.Claims[string(uid)] = out
 	}
 	return resp, nil
+}
+
+// baseRequests are the names of the claim's requests: an allocation
+// result of a prioritized list names the subrequest the scheduler chose
+// ("<request>/<subrequest>"), and the kubelet matches a container's
+// claim request by the request's own name.
+func baseRequests(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i], _, _ = strings.Cut(n, "/")
+	}
+	return out
 }
 
 // getClaims reads the claims, all at once when there are several; each
