@@ -79,7 +79,10 @@ type kubeletServer struct {
 	dra, reg         *grpc.Server
 	// status is the kubelet's last NotifyRegistrationStatus, nil before.
 	status atomic.Pointer[registerapi.RegistrationStatus]
-	wg     sync.WaitGroup
+	// quit ends the kubelet's health streams, which would otherwise hold
+	// a graceful stop until its timeout.
+	quit chan struct{}
+	wg   sync.WaitGroup
 }
 
 // listen binds a fresh socket at path: one left by an earlier process
@@ -105,6 +108,7 @@ func (d *Driver) startKubeletServer() (*kubeletServer, error) {
 	s := &kubeletServer{
 		draPath: filepath.Join(d.opts.PluginDataDir, draSocket(d.opts.PodUID)),
 		regPath: filepath.Join(d.opts.RegistrarDir, registrationSocket(d.opts.RegistrarDir, d.opts.PodUID)),
+		quit:    make(chan struct{}),
 	}
 	var opts []grpc.ServerOption
 	if d.trace != nil {
@@ -118,7 +122,7 @@ func (d *Driver) startKubeletServer() (*kubeletServer, error) {
 	svc := &draService{d: d}
 	drapb.RegisterDRAPluginServer(s.dra, svc)
 	drapbv1beta1.RegisterDRAPluginServer(s.dra, drapbv1beta1.V1ServerWrapper{DRAPluginServer: svc})
-	health := &healthService{d: d}
+	health := &healthService{d: d, quit: s.quit}
 	healthpb.RegisterDRAResourceHealthServer(s.dra, health)
 	healthpbv1alpha1.RegisterDRAResourceHealthServer(s.dra, healthpb.V1ServerWrapper{Server: health})
 	s.serve(d, s.dra, draL, "DRA gRPC server")
@@ -150,6 +154,7 @@ func (s *kubeletServer) stop() {
 	if s == nil {
 		return
 	}
+	close(s.quit)
 	for _, srv := range []*grpc.Server{s.reg, s.dra} {
 		if srv == nil {
 			continue
@@ -320,9 +325,19 @@ func (s *draService) NodeUnprepareResources(ctx context.Context, req *drapb.Node
 // published device's health.
 type healthService struct {
 	healthpb.UnsafeDRAResourceHealthServer
-	d *Driver
+	d    *Driver
+	quit <-chan struct{}
 }
 
 func (h *healthService) NodeWatchResources(_ *healthpb.NodeWatchResourcesRequest, stream healthpb.DRAResourceHealth_NodeWatchResourcesServer) error {
-	return h.d.watchHealth(stream.Context(), stream.Send)
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-h.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return h.d.watchHealth(ctx, stream.Send)
 }

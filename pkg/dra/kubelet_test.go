@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,4 +83,15 @@ func TestServesV1beta1AndHealth(t *testing.T) {
 	areport, err := alpha.Recv()
 	require.NoError(t, err)
 	require.Len(t, areport.Devices, 3)
+
+	// A stop ends the open health streams, so that the servers stop
+	// gracefully: the kubelet sees the stream's end, not a connection cut
+	// when the graceful stop ran out of time.
+	e.close()
+	for {
+		if _, err = stream.Recv(); err != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, err, io.EOF)
 }

@@ -82,9 +82,13 @@ type slicePublisher struct {
 	have    bool
 	// own is what this publisher did last to each slice, by name, to
 	// recognize the echoes.
-	own      map[string]ownWrite
-	ownerUID types.UID
-	kick     chan struct{}
+	own map[string]ownWrite
+	// ownerUID is the Node's UID, read again after a slice of ours was
+	// deleted by someone else (the garbage collector deletes them when
+	// the Node was replaced by one of the same name).
+	ownerUID  types.UID
+	readOwner bool
+	kick      chan struct{}
 }
 
 // ownWrite is the resourceVersion a write of the publisher gave a slice,
@@ -190,12 +194,21 @@ func (p *slicePublisher) sync(ctx context.Context, devices []draapi.Device) ([]*
 	if upToDate(have, want) && len(stale) == 0 {
 		return have, nil
 	}
-	if p.ownerUID == "" {
+	p.mu.Lock()
+	owner := p.ownerUID
+	if p.readOwner {
+		owner, p.readOwner = "", false
+	}
+	p.mu.Unlock()
+	if owner == "" {
 		uid, err := p.api.NodeUID(ctx, p.node)
 		if err != nil {
 			return nil, fmt.Errorf("get node %q: %w", p.node, err)
 		}
-		p.ownerUID = uid
+		owner = uid
+		p.mu.Lock()
+		p.ownerUID = owner
+		p.mu.Unlock()
 	}
 	var gen int64
 	for _, s := range have {
@@ -208,7 +221,7 @@ func (p *slicePublisher) sync(ctx context.Context, devices []draapi.Device) ([]*
 			ObjectMeta: metav1.ObjectMeta{
 				GenerateName: sliceName(p.node, i),
 				OwnerReferences: []metav1.OwnerReference{{
-					APIVersion: "v1", Kind: "Node", Name: p.node, UID: p.ownerUID, Controller: ptr.To(true),
+					APIVersion: "v1", Kind: "Node", Name: p.node, UID: owner, Controller: ptr.To(true),
 				}},
 			},
 			Spec: draapi.ResourceSliceSpec{
@@ -344,6 +357,11 @@ func (p *slicePublisher) watch(ctx context.Context) {
 					}
 				case !p.echo(ev):
 					p.log.WithFields(logrus.Fields{"event": ev.Type, "slice": ev.Slice.Name}).Debug("the node's ResourceSlice changed; publishing again")
+					if ev.Type == "DELETED" {
+						p.mu.Lock()
+						p.readOwner = true
+						p.mu.Unlock()
+					}
 					p.poke()
 				}
 			})

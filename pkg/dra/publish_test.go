@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stesting "k8s.io/client-go/testing"
@@ -161,4 +162,32 @@ func TestPublisherTakesOverAnExistingSlice(t *testing.T) {
 	require.Equal(t, old.Name, l[0].Name)
 	require.Equal(t, int64(8), l[0].Spec.Pool.Generation)
 	require.Len(t, l[0].Spec.Devices, 2)
+}
+
+// A Node replaced by one of the same name (new UID): the garbage
+// collector deletes the slices the old one owned, and the publisher
+// writes them again owned by the new one.
+func TestPublisherFollowsAReplacedNode(t *testing.T) {
+	client := fakeClient()
+	p := newSlicePublisher(apiOf(client), node, testEntry(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	p.set(testDevices(1))
+	owner := func() string {
+		l, err := listSlices(client)
+		if err != nil || len(l) != 1 {
+			return ""
+		}
+		return string(l[0].OwnerReferences[0].UID)
+	}
+	require.Eventually(t, func() bool { return owner() == "node-uid" }, 30*time.Second, 5*time.Millisecond)
+	require.NoError(t, client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}))
+	_, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "new-uid"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	l, err := listSlices(client)
+	require.NoError(t, err)
+	require.NoError(t, client.ResourceV1().ResourceSlices().Delete(ctx, l[0].Name, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return owner() == "new-uid" }, 30*time.Second, 5*time.Millisecond)
 }
