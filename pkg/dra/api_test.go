@@ -19,9 +19,22 @@ import (
 // tracker keeps the objects as the API server would (resourceVersions,
 // NotFound, AlreadyExists); objects cross between the real types and
 // draapi's in their JSON form, as they do on the wire.
-type fakeAPI struct{ c *fake.Clientset }
+type fakeAPI struct {
+	c *fake.Clientset
+	// watching, when set, is sent to once each watch is established:
+	// the fake's watch carries the events from then on, where the API
+	// server's replays them from the resourceVersion asked for.
+	watching chan struct{}
+}
 
 func apiOf(c *fake.Clientset) API { return fakeAPI{c: c} }
+
+// watchedAPI is apiOf(c) and a channel that gets a value each time the
+// publisher's watch is established.
+func watchedAPI(c *fake.Clientset) (API, chan struct{}) {
+	ch := make(chan struct{}, 16)
+	return fakeAPI{c: c, watching: ch}, ch
+}
 
 // convert decodes in's JSON form into out.
 func convert(in, out any) error {
@@ -115,6 +128,9 @@ func (f fakeAPI) WatchSlices(ctx context.Context, selector, _ string, fn func(dr
 		return err
 	}
 	defer w.Stop()
+	if f.watching != nil {
+		f.watching <- struct{}{}
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -88,7 +88,12 @@ type slicePublisher struct {
 	// the Node was replaced by one of the same name).
 	ownerUID  types.UID
 	readOwner bool
-	kick      chan struct{}
+	// listRV is the resourceVersion of the last sync's list; the first
+	// successful sync hands it to the watch on listed, so that the watch
+	// starts where the sync looked without a list of its own.
+	listRV string
+	listed chan string
+	kick   chan struct{}
 }
 
 // ownWrite is the resourceVersion a write of the publisher gave a slice,
@@ -99,7 +104,7 @@ type ownWrite struct {
 }
 
 func newSlicePublisher(api API, node string, log *logrus.Entry) *slicePublisher {
-	return &slicePublisher{api: api, node: node, log: log, own: map[string]ownWrite{}, kick: make(chan struct{}, 1),
+	return &slicePublisher{api: api, node: node, log: log, own: map[string]ownWrite{}, kick: make(chan struct{}, 1), listed: make(chan string, 1),
 		synced: func([]*draapi.ResourceSlice) {}, failed: func(error) {}}
 }
 
@@ -158,6 +163,13 @@ func (p *slicePublisher) run(ctx context.Context) {
 		}
 		retry.Reset()
 		again = nil
+		p.mu.Lock()
+		rv := p.listRV
+		p.mu.Unlock()
+		select {
+		case p.listed <- rv:
+		default:
+		}
 		p.synced(stored)
 	}
 }
@@ -178,6 +190,9 @@ func (p *slicePublisher) sync(ctx context.Context, devices []draapi.Device) ([]*
 	if err != nil {
 		return nil, fmt.Errorf("list the node's ResourceSlices: %w", err)
 	}
+	p.mu.Lock()
+	p.listRV = list.ResourceVersion
+	p.mu.Unlock()
 	var have, stale []*draapi.ResourceSlice
 	for i := range list.Items {
 		s := &list.Items[i]
@@ -338,15 +353,28 @@ func (p *slicePublisher) echo(ev draapi.SliceEvent) bool {
 }
 
 // watch asks for a sync whenever someone else changes the node's
-// slices, and once after each (re)start of the watch, for what it may
-// have missed.
+// slices. It starts from the first successful sync's list, and after
+// that from a list of its own, followed by a sync for what it may have
+// missed while it was down.
 func (p *slicePublisher) watch(ctx context.Context) {
 	retry := backoff.New(watchRetryMin, watchRetryMax)
+	var rv string
+	select {
+	case <-ctx.Done():
+		return
+	case rv = <-p.listed:
+	}
 	for ctx.Err() == nil {
-		list, err := p.api.ListSlices(ctx, p.selector())
+		var err error
+		if rv == "" {
+			var list *draapi.ResourceSliceList
+			if list, err = p.api.ListSlices(ctx, p.selector()); err == nil {
+				rv = list.ResourceVersion
+				p.poke()
+			}
+		}
 		if err == nil {
-			p.poke()
-			err = p.api.WatchSlices(ctx, p.selector(), list.ResourceVersion, func(ev draapi.SliceEvent) {
+			err = p.api.WatchSlices(ctx, p.selector(), rv, func(ev draapi.SliceEvent) {
 				switch {
 				case ev.Type == "BOOKMARK":
 				case ev.Type == "ERROR":
@@ -365,6 +393,7 @@ func (p *slicePublisher) watch(ctx context.Context) {
 					p.poke()
 				}
 			})
+			rv = ""
 			if err == nil && ctx.Err() == nil {
 				// The server ended the watch (its timeout) or the
 				// resourceVersion expired: list and watch again.

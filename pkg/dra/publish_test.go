@@ -114,7 +114,8 @@ func TestPublisherWritesNothingWhenUpToDate(t *testing.T) {
 // watch.
 func TestPublisherRepairsTheSlice(t *testing.T) {
 	client := fakeClient()
-	p := newSlicePublisher(apiOf(client), node, testEntry(t))
+	api, watching := watchedAPI(client)
+	p := newSlicePublisher(api, node, testEntry(t))
 	synced := make(chan int, 100)
 	p.synced = func(s []*draapi.ResourceSlice) { synced <- len(s) }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -132,6 +133,7 @@ func TestPublisherRepairsTheSlice(t *testing.T) {
 		return l[0]
 	}
 	s := one()
+	<-watching
 	require.NoError(t, client.ResourceV1().ResourceSlices().Delete(ctx, s.Name, metav1.DeleteOptions{}))
 	s = one()
 	var k resourcev1.ResourceSlice
@@ -169,7 +171,8 @@ func TestPublisherTakesOverAnExistingSlice(t *testing.T) {
 // writes them again owned by the new one.
 func TestPublisherFollowsAReplacedNode(t *testing.T) {
 	client := fakeClient()
-	p := newSlicePublisher(apiOf(client), node, testEntry(t))
+	api, watching := watchedAPI(client)
+	p := newSlicePublisher(api, node, testEntry(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); p.run(ctx) }()
@@ -183,6 +186,7 @@ func TestPublisherFollowsAReplacedNode(t *testing.T) {
 		return string(l[0].OwnerReferences[0].UID)
 	}
 	require.Eventually(t, func() bool { return owner() == "node-uid" }, 30*time.Second, 5*time.Millisecond)
+	<-watching
 	require.NoError(t, client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}))
 	_, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "new-uid"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
