@@ -67,15 +67,26 @@ func fakeClient() *fake.Clientset {
 }
 
 // generateNames makes the fake client name a created object from its
-// GenerateName, as the API server does (the fake stores it nameless).
+// GenerateName, as the API server does (the fake stores it nameless),
+// and version each slice it writes.
 func generateNames(c *fake.Clientset) {
-	var n atomic.Int64
+	var n, rv atomic.Int64
 	c.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if o, ok := a.(k8stesting.CreateAction).GetObject().(metav1.Object); ok && o.GetName() == "" && o.GetGenerateName() != "" {
 			o.SetName(fmt.Sprintf("%sgen%d", o.GetGenerateName(), n.Add(1)))
 		}
 		return false, nil, nil
 	})
+	// Every write of a slice gets a new resourceVersion, as the API
+	// server gives it (the fake keeps what it is given).
+	for _, verb := range []string{"create", "update"} {
+		c.PrependReactor(verb, "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if o, ok := a.(interface{ GetObject() runtime.Object }).GetObject().(metav1.Object); ok {
+				o.SetResourceVersion(fmt.Sprint(rv.Add(1)))
+			}
+			return false, nil, nil
+		})
+	}
 }
 
 // start runs a Driver on data and reg with pools published, registers it

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -352,6 +353,30 @@ func (p *slicePublisher) echo(ev draapi.SliceEvent) bool {
 	return ok && !w.deleted && w.resourceVersion != "" && w.resourceVersion == ev.Slice.ResourceVersion
 }
 
+// holdsWanted reports whether the slice of an ADDED or MODIFIED event
+// holds what the publisher wants in its place (by the index of its name):
+// whoever wrote it, there is nothing to sync. It catches the echo of a
+// write whose answer the publisher has not read yet.
+func (p *slicePublisher) holdsWanted(ev draapi.SliceEvent) bool {
+	if ev.Type != "ADDED" && ev.Type != "MODIFIED" {
+		return false
+	}
+	s := ev.Slice
+	p.mu.Lock()
+	devices := p.devices
+	p.mu.Unlock()
+	want := chunks(devices)
+	i := -1
+	for j := range want {
+		if strings.HasPrefix(s.Name, sliceName(p.node, j)) {
+			i = j
+		}
+	}
+	return i >= 0 && s.Spec.Driver == DriverName && s.Spec.Pool.Name == p.node &&
+		s.Spec.NodeName != nil && *s.Spec.NodeName == p.node && s.Spec.Pool.ResourceSliceCount == int64(len(want)) &&
+		sameJSON(keepTaintTimes(want[i], s.Spec.Devices), s.Spec.Devices)
+}
+
 // watch asks for a sync whenever someone else changes the node's
 // slices. It starts from the first successful sync's list, and after
 // that from a list of its own, followed by a sync for what it may have
@@ -383,7 +408,7 @@ func (p *slicePublisher) watch(ctx context.Context) {
 					if ev.Status == nil || ev.Status.Code != 410 {
 						p.log.WithField("status", ev.Status).Warn("the ResourceSlice watch reported an error")
 					}
-				case !p.echo(ev):
+				case !p.echo(ev) && !p.holdsWanted(ev):
 					p.log.WithFields(logrus.Fields{"event": ev.Type, "slice": ev.Slice.Name}).Debug("the node's ResourceSlice changed; publishing again")
 					if ev.Type == "DELETED" {
 						p.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,4 +195,71 @@ func TestPublisherFollowsAReplacedNode(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, client.ResourceV1().ResourceSlices().Delete(ctx, l[0].Name, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return owner() == "new-uid" }, 30*time.Second, 5*time.Millisecond)
+}
+
+// countingAPI counts the lists of slices.
+type countingAPI struct {
+	API
+	lists atomic.Int64
+}
+
+func (c *countingAPI) ListSlices(ctx context.Context, selector string) (*draapi.ResourceSliceList, error) {
+	c.lists.Add(1)
+	return c.API.ListSlices(ctx, selector)
+}
+
+// The publisher's own writes, seen again through its watch, cause no
+// sync: one list per change of the devices, none for the echoes.
+func TestPublisherIgnoresItsOwnWrites(t *testing.T) {
+	client := fakeClient()
+	watched, watching := watchedAPI(client)
+	api := &countingAPI{API: watched}
+	p := newSlicePublisher(api, node, testEntry(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	holds := func(n int) func() bool {
+		return func() bool {
+			l, err := listSlices(client)
+			return err == nil && len(l) == 1 && len(l[0].Spec.Devices) == n
+		}
+	}
+	p.set(testDevices(1))
+	require.Eventually(t, holds(1), 30*time.Second, 5*time.Millisecond)
+	<-watching
+	for n := 2; n <= 4; n++ {
+		p.set(testDevices(n))
+		require.Eventually(t, holds(n), 30*time.Second, 5*time.Millisecond)
+	}
+	require.Never(t, func() bool { return api.lists.Load() > 4 }, 500*time.Millisecond, 10*time.Millisecond,
+		"lists: %d", api.lists.Load())
+	require.Equal(t, int64(4), api.lists.Load())
+}
+
+// An event that shows a slice holding what the publisher wants, before
+// the answer of the write that made it was read, is no reason to sync;
+// one that shows other devices, or a deletion, is.
+func TestHoldsWanted(t *testing.T) {
+	p := newSlicePublisher(apiOf(fakeClient()), node, testEntry(t))
+	p.set(testDevices(2))
+	ev := func(typ, name string, devs []draapi.Device, count int64) draapi.SliceEvent {
+		return draapi.SliceEvent{Type: typ, Slice: draapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "9"},
+			Spec: draapi.ResourceSliceSpec{Driver: DriverName, NodeName: ptr.To(node),
+				Pool: draapi.ResourcePool{Name: node, Generation: 3, ResourceSliceCount: count}, Devices: devs}}}
+	}
+	first := sliceName(node, 0) + "x"
+	require.True(t, p.holdsWanted(ev("ADDED", first, testDevices(2), 1)))
+	require.True(t, p.holdsWanted(ev("MODIFIED", first, testDevices(2), 1)))
+	require.False(t, p.holdsWanted(ev("MODIFIED", first, testDevices(1), 1)), "other devices")
+	require.False(t, p.holdsWanted(ev("MODIFIED", first, testDevices(2), 2)), "another slice count")
+	require.False(t, p.holdsWanted(ev("MODIFIED", sliceName(node, 1)+"x", testDevices(2), 1)), "another index")
+	require.False(t, p.holdsWanted(ev("MODIFIED", "foreign", testDevices(2), 1)), "another name")
+	require.False(t, p.holdsWanted(ev("DELETED", first, testDevices(2), 1)))
+	require.False(t, p.echo(ev("MODIFIED", first, testDevices(2), 1)), "not written by the publisher")
+	p.wrote(first, ownWrite{resourceVersion: "9"})
+	require.True(t, p.echo(ev("MODIFIED", first, testDevices(1), 1)))
+	require.False(t, p.echo(ev("DELETED", first, nil, 1)))
+	p.wrote(first, ownWrite{deleted: true})
+	require.True(t, p.echo(ev("DELETED", first, nil, 1)))
 }
