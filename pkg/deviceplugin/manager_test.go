@@ -344,16 +344,18 @@ func TestShutdown(t *testing.T) {
 func TestSocketPath(t *testing.T) {
 	m, err := NewManager(Options{KubeletDir: "/var/lib/kubelet/device-plugins", Delivery: DeliveryNRI, Instance: "abcd1234"})
 	require.NoError(t, err)
-	require.Equal(t, "/var/lib/kubelet/device-plugins/dri-cdi-dri-cdi.dev_i915-abcd1234.sock", m.SocketPath("dri-cdi.dev/i915"))
-	long := m.SocketPath("a-very-long-domain-name.example.com/an-equally-long-resource-name-for-gpus")
+	require.Equal(t, "/var/lib/kubelet/device-plugins/dri-cdi-dri-cdi.dev_i915-abcd1234-1.sock", m.socketPath("dri-cdi.dev/i915", 1))
+	require.Equal(t, "/var/lib/kubelet/device-plugins/dri-cdi-dri-cdi.dev_i915-abcd1234-2.sock", m.socketPath("dri-cdi.dev/i915", 2))
+	long := m.socketPath("a-very-long-domain-name.example.com/an-equally-long-resource-name-for-gpus", 9_999_999_999)
 	require.LessOrEqual(t, len(long), maxSocketPath)
-	require.NotEqual(t, long, m.SocketPath("a-very-long-domain-name.example.com/an-equally-long-resource-name-for-gpuz"))
+	require.NotEqual(t, long, m.socketPath("a-very-long-domain-name.example.com/an-equally-long-resource-name-for-gpuz", 9_999_999_999))
+	require.Empty(t, m.SocketPath(res), "not served")
 
 	m2, err := NewManager(Options{KubeletDir: "/k", Delivery: DeliveryNRI})
 	require.NoError(t, err)
 	m3, err := NewManager(Options{KubeletDir: "/k", Delivery: DeliveryNRI})
 	require.NoError(t, err)
-	require.NotEqual(t, m2.SocketPath(res), m3.SocketPath(res), "socket names are unique per instance")
+	require.NotEqual(t, m2.socketPath(res, 1), m3.socketPath(res, 1), "socket names are unique per instance")
 }
 
 func TestNewManagerErrors(t *testing.T) {

@@ -1,0 +1,243 @@
+package deviceplugin
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/dri-cdi/dri-cdi/pkg/config"
+	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
+	"github.com/dri-cdi/dri-cdi/pkg/metrics"
+)
+
+// shortRegisterTimeout lets a test hold a registration at the kubelet
+// past the plugin's deadline without waiting seconds.
+const shortRegisterTimeout = 100 * time.Millisecond
+
+// startQuick is start with a short register timeout.
+func startQuick(t *testing.T) *env {
+	t.Helper()
+	e := &env{dir: kubelettest.ShortDir(t), metrics: NewMetrics(metrics.NewAgent("test")), done: make(chan error, 1)}
+	k, err := kubelettest.Start(e.dir)
+	require.NoError(t, err)
+	e.k = k
+	t.Cleanup(func() { e.k.Stop() })
+	m, err := NewManager(Options{KubeletDir: e.dir, Delivery: DeliveryCDICRI, Name: testName, Log: testLog(t),
+		Metrics: e.metrics, RegisterTimeout: shortRegisterTimeout})
+	require.NoError(t, err)
+	e.m = m
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	go func() { e.done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-e.done
+	})
+	return e
+}
+
+// settled waits until the resource is registered on our side and the
+// kubelet's latest endpoint of it is our current socket with a live
+// stream that delivered the devices.
+func (e *env) settled(t *testing.T, why string) {
+	t.Helper()
+	if !assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, e.m.Ready())
+		ep := e.k.Endpoint(res)
+		require.NotNil(c, ep, "the kubelet has no endpoint")
+		require.False(c, ep.Ended(), "the kubelet's stream ended: %v", ep.Err())
+		require.Equal(c, e.m.SocketPath(res), ep.Socket, "the kubelet's endpoint is not the socket we serve")
+		require.Equal(c, map[string]string{testCard("0000:03:00.0", 0, 0).ID: pluginapi.Healthy}, ep.Health())
+	}, wait, 10*time.Millisecond) {
+		t.Fatalf("%s: not registered again (kubelet: %d registrations, %d failed)", why, e.k.RegistrationsOf(res), e.k.Failed())
+	}
+}
+
+// servedConns counts the connections accepted on our sockets in dir:
+// /proc/net/unix lists an accepted unix socket, connected (state 03),
+// with the path its listener is bound to. The kubelet's side of a
+// connection has no path.
+func servedConns(t *testing.T, dir string) int {
+	t.Helper()
+	f, err := os.Open("/proc/net/unix")
+	require.NoError(t, err)
+	defer f.Close()
+	prefix := filepath.Join(dir, SocketPrefix)
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 8 && fields[5] == "03" && strings.HasPrefix(fields[7], prefix) {
+			n++
+		}
+	}
+	require.NoError(t, sc.Err())
+	return n
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(entries)
+}
+
+// ourSockets lists the sockets of ours in dir.
+func ourSockets(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), SocketPrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// baseline is what the process holds with one registered resource: it
+// must come back to it after every disturbance.
+type baseline struct{ goroutines, fds int }
+
+// snapshot asserts that exactly one connection (the kubelet's stream)
+// is open to our servers and one socket of ours is in the dir, and
+// returns what the process holds. It runs in the goroutine
+// EventuallyWithT starts for each try, so all snapshots count alike.
+func (e *env) snapshot(t *testing.T, c *assert.CollectT) baseline {
+	require.Equal(c, 1, servedConns(t, e.dir), "connections to our servers")
+	require.Len(c, ourSockets(t, e.dir), 1)
+	return baseline{goroutines: runtime.NumGoroutine(), fds: openFDs(t)}
+}
+
+// quiet waits until snapshot holds and returns it.
+func (e *env) quiet(t *testing.T) baseline {
+	t.Helper()
+	var b baseline
+	require.EventuallyWithT(t, func(c *assert.CollectT) { b = e.snapshot(t, c) }, wait, 10*time.Millisecond, "never quiet")
+	return b
+}
+
+// backToBaseline waits until snapshot holds with no more goroutines and
+// fds than b.
+func (e *env) backToBaseline(t *testing.T, b baseline) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		now := e.snapshot(t, c)
+		require.LessOrEqual(c, now.goroutines, b.goroutines, "goroutines")
+		require.LessOrEqual(c, now.fds, b.fds, "open fds")
+	}, wait, 10*time.Millisecond, "not back to the start")
+}
+
+// TestRegistrationTheKubeletStoredAfterOurDeadline is the kubelet that
+// answers a Register after the plugin gave up: it has stored the
+// endpoint, so the same socket path is refused from then on ("device
+// plugin already connected"), and every refused attempt leaves a
+// connection to our server open. The plugin must register again on a
+// new socket and close what the kubelet opened.
+func TestRegistrationTheKubeletStoredAfterOurDeadline(t *testing.T) {
+	e := startQuick(t)
+	e.k.SlowNext(1, 5*shortRegisterTimeout)
+	require.NoError(t, e.m.Update([]config.Pool{pool(res, 1, testCard("0000:03:00.0", 0, 0))}, nil))
+	e.settled(t, "after a registration stored past our deadline")
+	require.Eventually(t, func() bool { return servedConns(t, e.dir) == 1 }, wait, tick,
+		"connections the kubelet opened to our servers stay open")
+	require.Len(t, ourSockets(t, e.dir), 1)
+}
+
+// TestKubeletRestartsAtAwkwardMoments restarts the kubelet again and
+// again, the way it restarts (every socket deleted, kubelet.sock
+// created) and at awkward moments. After each the resource must be
+// registered again, and at the end the process must hold what it held
+// at the start.
+func TestKubeletRestartsAtAwkwardMoments(t *testing.T) {
+	e := startQuick(t)
+	require.NoError(t, e.m.Update([]config.Pool{pool(res, 1, testCard("0000:03:00.0", 0, 0))}, nil))
+	e.settled(t, "first registration")
+	start := e.quiet(t)
+
+	steps := []struct {
+		name string
+		do   func(t *testing.T)
+	}{
+		{"restart", func(t *testing.T) { require.NoError(t, e.k.Restart(false)) }},
+		{"restart, the registration stored past our deadline", func(t *testing.T) {
+			e.k.SlowNext(1, 5*shortRegisterTimeout)
+			require.NoError(t, e.k.Restart(false))
+		}},
+		{"restart, two registrations stored past our deadline", func(t *testing.T) {
+			e.k.SlowNext(2, 3*shortRegisterTimeout)
+			require.NoError(t, e.k.Restart(false))
+		}},
+		{"restart during a registration", func(t *testing.T) {
+			e.k.SlowNext(1, time.Hour)
+			require.NoError(t, e.k.Restart(false))
+			require.Eventually(t, func() bool { return e.k.InFlight() > 0 }, wait, tick)
+			require.NoError(t, e.k.Restart(false))
+		}},
+		{"kubelet dir wiped", func(t *testing.T) { require.NoError(t, e.k.Restart(true)) }},
+		{"kubelet.sock replaced, then our socket removed", func(t *testing.T) {
+			require.NoError(t, e.k.Replace())
+			require.NoError(t, os.Remove(e.m.SocketPath(res)))
+		}},
+		{"our socket removed, the kubelet running", func(t *testing.T) {
+			require.NoError(t, os.Remove(e.m.SocketPath(res)))
+		}},
+		{"stopped, then started after a while", func(t *testing.T) {
+			e.k.Stop()
+			require.Eventually(t, func() bool { return e.m.Ready() != nil }, wait, tick)
+			k, err := kubelettest.Start(e.dir)
+			require.NoError(t, err)
+			e.k = k
+		}},
+	}
+	for round := range 2 {
+		for _, s := range steps {
+			s.do(t)
+			e.settled(t, s.name)
+			if round == 0 {
+				// Nothing may pile up, step by step.
+				e.backToBaseline(t, start)
+			}
+		}
+	}
+	e.backToBaseline(t, start)
+}
+
+// TestNoNewServerWhileNoKubeletListens: a kubelet.sock that nobody
+// listens on (a killed kubelet leaves it behind) fails every attempt
+// before any kubelet could dial us, so the server and its socket stay.
+func TestNoNewServerWhileNoKubeletListens(t *testing.T) {
+	e := startQuick(t)
+	e.k.Stop()
+	l, err := net.Listen("unix", e.k.Socket())
+	require.NoError(t, err)
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, l.Close())
+
+	require.NoError(t, e.m.Update([]config.Pool{pool(res, 1, testCard("0000:03:00.0", 0, 0))}, nil))
+	first := e.m.SocketPath(res)
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(e.metrics.registrations.WithLabelValues(res, "error")) >= 3
+	}, wait, tick)
+	require.Equal(t, first, e.m.SocketPath(res))
+	require.Equal(t, []string{filepath.Base(first)}, ourSockets(t, e.dir))
+
+	require.NoError(t, os.Remove(e.k.Socket()))
+	k, err := kubelettest.Start(e.dir)
+	require.NoError(t, err)
+	e.k = k
+	e.settled(t, "kubelet started")
+	require.Equal(t, first, e.m.SocketPath(res))
+}
