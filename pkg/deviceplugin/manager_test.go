@@ -53,14 +53,23 @@ func start(t testing.TB, delivery Delivery, kubelet bool) *env {
 // one that logs only errors, so that logging is not what they measure.
 func startLogged(t testing.TB, delivery Delivery, kubelet bool, log *logrus.Entry) *env {
 	t.Helper()
+	return startWith(t, kubelet, Options{Delivery: delivery, Log: log})
+}
+
+// startWith runs a manager with o, its dir, CDI names and metrics filled
+// in; with kubelet false the dir has no kubelet.sock yet. The kubelet in
+// e.k when the test ends is stopped.
+func startWith(t testing.TB, kubelet bool, o Options) *env {
+	t.Helper()
 	e := &env{dir: kubelettest.ShortDir(t), metrics: NewMetrics(metrics.NewAgent("test")), done: make(chan error, 1)}
 	if kubelet {
 		k, err := kubelettest.Start(e.dir)
 		require.NoError(t, err)
 		e.k = k
-		t.Cleanup(k.Stop)
+		t.Cleanup(func() { e.k.Stop() })
 	}
-	m, err := NewManager(Options{KubeletDir: e.dir, Delivery: delivery, Name: testName, Log: log, Metrics: e.metrics})
+	o.KubeletDir, o.Name, o.Metrics = e.dir, testName, e.metrics
+	m, err := NewManager(o)
 	require.NoError(t, err)
 	e.m = m
 	ctx, cancel := context.WithCancel(context.Background())

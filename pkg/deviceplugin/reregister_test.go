@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"bufio"
-	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/deviceplugin/kubelettest"
-	"github.com/dri-cdi/dri-cdi/pkg/metrics"
 )
 
 // shortRegisterTimeout lets a test hold a registration at the kubelet
@@ -28,23 +26,7 @@ const shortRegisterTimeout = 100 * time.Millisecond
 // startQuick is start with a short register timeout.
 func startQuick(t *testing.T) *env {
 	t.Helper()
-	e := &env{dir: kubelettest.ShortDir(t), metrics: NewMetrics(metrics.NewAgent("test")), done: make(chan error, 1)}
-	k, err := kubelettest.Start(e.dir)
-	require.NoError(t, err)
-	e.k = k
-	t.Cleanup(func() { e.k.Stop() })
-	m, err := NewManager(Options{KubeletDir: e.dir, Delivery: DeliveryCDICRI, Name: testName, Log: testLog(t),
-		Metrics: e.metrics, RegisterTimeout: shortRegisterTimeout})
-	require.NoError(t, err)
-	e.m = m
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	go func() { e.done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-e.done
-	})
-	return e
+	return startWith(t, true, Options{Delivery: DeliveryCDICRI, Log: testLog(t), RegisterTimeout: shortRegisterTimeout})
 }
 
 // settled waits until the resource is registered on our side and the
