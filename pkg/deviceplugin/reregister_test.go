@@ -1,7 +1,6 @@
 package deviceplugin
 
 import (
-	"bufio"
 	"net"
 	"os"
 	"path/filepath"
@@ -46,25 +45,11 @@ func (e *env) settled(t *testing.T, why string) {
 	}
 }
 
-// servedConns counts the connections accepted on our sockets in dir:
-// /proc/net/unix lists an accepted unix socket, connected (state 03),
-// with the path its listener is bound to. The kubelet's side of a
-// connection has no path.
+// servedConns counts the connections accepted on our sockets in dir.
 func servedConns(t *testing.T, dir string) int {
 	t.Helper()
-	f, err := os.Open("/proc/net/unix")
+	n, err := kubelettest.AcceptedConns(filepath.Join(dir, SocketPrefix))
 	require.NoError(t, err)
-	defer f.Close()
-	prefix := filepath.Join(dir, SocketPrefix)
-	n := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 8 && fields[5] == "03" && strings.HasPrefix(fields[7], prefix) {
-			n++
-		}
-	}
-	require.NoError(t, sc.Err())
 	return n
 }
 
