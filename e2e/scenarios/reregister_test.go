@@ -79,7 +79,7 @@ func registerWithKubelet(ctx context.Context, endpoint string) error {
 // agentConnections counts the connections accepted on the agent's
 // sockets.
 func agentConnections(t *testing.T) int {
-	n, err := kubelettest.AcceptedConns(filepath.Join(harness.DevicePluginDir, deviceplugin.SocketPrefix))
+	_, n, err := kubelettest.UnixSockets(filepath.Join(harness.DevicePluginDir, deviceplugin.SocketPrefix))
 	require.NoError(t, err)
 	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,10 @@ func startLogged(t testing.TB, delivery Delivery, kubelet bool, log *logrus.Entr
 	return startWith(t, kubelet, Options{Delivery: delivery, Log: log})
 }
 
+// agentLabel marks the goroutines of the manager under test, to count
+// them apart from the fake kubelet's (reregister_test.go).
+var agentLabel = pprof.Labels("side", "agent")
+
 // startWith runs a manager with o, its dir, CDI names and metrics filled
 // in; with kubelet false the dir has no kubelet.sock yet. The kubelet in
 // e.k when the test ends is stopped.
@@ -74,7 +79,9 @@ func startWith(t testing.TB, kubelet bool, o Options) *env {
 	e.m = m
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	go func() { e.done <- m.Run(ctx) }()
+	pprof.Do(ctx, agentLabel, func(ctx context.Context) {
+		go func() { e.done <- m.Run(ctx) }()
+	})
 	t.Cleanup(func() {
 		cancel()
 		<-e.done

@@ -7,27 +7,35 @@ import (
 	"strings"
 )
 
-// AcceptedConns counts the connections accepted on unix sockets whose
-// path starts with prefix, in this network namespace: /proc/net/unix
-// lists an accepted socket, connected (state 03), with the path its
-// listener is bound to, and the connecting side without one. Tests use it
-// to see which connections to a plugin's servers are still open.
-func AcceptedConns(prefix string) (int, error) {
+// UnixSockets counts, in this network namespace, the unix sockets whose
+// path starts with prefix: those listening, and the connections accepted
+// on them. /proc/net/unix lists a listener (flag __SO_ACCEPTCON, state
+// 01) and every accepted connection (state 03) with the listener's path,
+// even once the file is gone, and the connecting side without a path.
+// Tests use it to see which servers of a plugin, and which connections
+// to them, are still open.
+func UnixSockets(prefix string) (listening, accepted int, err error) {
 	f, err := os.Open("/proc/net/unix")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer f.Close()
-	n := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
+		// Num RefCount Protocol Flags Type St Inode Path
 		fields := strings.Fields(sc.Text())
-		if len(fields) == 8 && fields[5] == "03" && strings.HasPrefix(fields[7], prefix) {
-			n++
+		if len(fields) != 8 || !strings.HasPrefix(fields[7], prefix) {
+			continue
+		}
+		switch {
+		case fields[3] == "00010000" && fields[5] == "01":
+			listening++
+		case fields[5] == "03":
+			accepted++
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("read /proc/net/unix: %w", err)
+		return 0, 0, fmt.Errorf("read /proc/net/unix: %w", err)
 	}
-	return n, nil
+	return listening, accepted, nil
 }
