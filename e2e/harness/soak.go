@@ -268,9 +268,16 @@ func (s *Soak) churnLoop(ctx context.Context) {
 	}
 }
 
+// createWorkload creates a workload's objects one by one. The end of the
+// churn does not cut a workload in half: its objects are created with a
+// context the run's end does not cancel. A workload that still fails to
+// be created is deleted again, so that no object of it is left for the
+// drain to wait for.
 func (s *Soak) createWorkload(ctx context.Context, w *soakWorkload) error {
+	ctx = context.WithoutCancel(ctx)
 	for _, m := range w.manifests {
 		if _, err := s.c.KubectlStdin(ctx, m, "create", "-f", "-"); err != nil {
+			s.deleteObjects(ctx, w)
 			return err
 		}
 	}
@@ -287,6 +294,15 @@ func (s *Soak) createWorkload(ctx context.Context, w *soakWorkload) error {
 // deleteWorkload deletes a workload's pods (then its shared claim)
 // without waiting; the pods' records stay until they are gone.
 func (s *Soak) deleteWorkload(ctx context.Context, w *soakWorkload) {
+	s.deleteObjects(ctx, w)
+	s.mu.Lock()
+	s.stats.Deleted[w.kind]++
+	s.mu.Unlock()
+}
+
+// deleteObjects deletes a workload's pods, then its shared claim,
+// without waiting; objects never created are no error.
+func (s *Soak) deleteObjects(ctx context.Context, w *soakWorkload) {
 	args := append([]string{"delete", "pod", "-n", "default", "--wait=false", "--ignore-not-found"}, w.pods...)
 	if _, err := s.c.Kubectl(context.WithoutCancel(ctx), args...); err != nil {
 		s.Logf("delete %s: %v", w.name, err)
@@ -294,9 +310,6 @@ func (s *Soak) deleteWorkload(ctx context.Context, w *soakWorkload) {
 	if w.claim != "" {
 		_, _ = s.c.Kubectl(context.WithoutCancel(ctx), "delete", "resourceclaim", "-n", "default", "--wait=false", "--ignore-not-found", w.claim)
 	}
-	s.mu.Lock()
-	s.stats.Deleted[w.kind]++
-	s.mu.Unlock()
 }
 
 // faultLoop injects one fault at a time: a random pause, a random kind,

@@ -1,10 +1,13 @@
 package harness
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +117,61 @@ func shortTempDir(t *testing.T) string {
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// fakeKubectl is a kubectl that logs its arguments, one call a line, to
+// log; a create fails when the count of creates so far reaches failAt
+// (0: never).
+func fakeKubectl(t *testing.T, failAt int) (c *Cluster, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	log = filepath.Join(dir, "calls")
+	script := `#!/bin/sh
+shift # --kubeconfig
+echo "$*" >> ` + log + `
+if [ "$1" = create ]; then
+	cat > /dev/null
+	n=$(grep -c '^create' ` + log + `)
+	if [ "$n" = ` + fmt.Sprint(failAt) + ` ]; then echo "refused by the test" >&2; exit 1; fi
+fi
+`
+	bin := filepath.Join(dir, "kubectl")
+	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
+	return &Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig"), Tools: ClusterTools{Kubectl: bin}}, log
+}
+
+func calls(t *testing.T, log string) []string {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// TestCreateWorkloadIsNotCutInHalf: the churn's end (its context done)
+// must not stop a workload's creation halfway, and a workload whose
+// creation fails halfway is deleted again, so that the drain never waits
+// for pods nobody deletes.
+func TestCreateWorkloadIsNotCutInHalf(t *testing.T) {
+	w, err := newSoakWorkload(SoakDRA, SoakShared, "soak-shared-1", "")
+	require.NoError(t, err)
+	require.Len(t, w.manifests, 3, "claim and two pods")
+
+	t.Run("churn over", func(t *testing.T) {
+		c, log := fakeKubectl(t, 0)
+		s := NewSoak(c, t, SoakOptions{Mode: SoakDRA})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		require.NoError(t, s.createWorkload(ctx, w))
+		require.Equal(t, []string{"create -f -", "create -f -", "create -f -"}, calls(t, log))
+		require.Equal(t, 1, s.stats.Created[SoakShared])
+	})
+	t.Run("failed halfway", func(t *testing.T) {
+		c, log := fakeKubectl(t, 3)
+		s := NewSoak(c, t, SoakOptions{Mode: SoakDRA})
+		require.ErrorContains(t, s.createWorkload(context.Background(), w), "refused by the test")
+		require.Equal(t, []string{"create -f -", "create -f -", "create -f -",
+			"delete pod -n default --wait=false --ignore-not-found soak-shared-1-a soak-shared-1-b",
+			"delete resourceclaim -n default --wait=false --ignore-not-found soak-shared-1"}, calls(t, log))
+		require.Zero(t, s.stats.Created[SoakShared])
+	})
 }

@@ -31,12 +31,18 @@
 // # Lifecycle
 //
 // Manager serves a resource on
-// <kubelet dir>/dri-cdi-<resource>-<instance>.sock as soon as its pool has
-// a card, then registers it with kubelet.sock (the kubelet dials back
+// <kubelet dir>/dri-cdi-<resource>-<instance>-<n>.sock as soon as its pool
+// has a card, then registers it with kubelet.sock (the kubelet dials back
 // first, so the server is up before Register). It watches the kubelet dir
 // with inotify: when kubelet.sock is a new file, or our socket is gone
 // (the kubelet deletes every socket when it restarts), the server is
-// restarted and registered again, retrying with backoff. A resource that
+// restarted and registered again, retrying with backoff. Every server
+// gets a new socket name (<n> counts them): the kubelet refuses a socket
+// path it holds as connected, and a Register that failed after reaching
+// the kubelet (our deadline passed while it was busy) may have left it
+// holding ours, with connections to our server. Such a failure therefore
+// stops the server, which closes those connections and ends a stream the
+// kubelet may hold, and the next attempt goes with a new one. A resource that
 // loses all its cards keeps serving an empty list. On shutdown the
 // streams end without a last message, so the kubelet never receives an
 // empty list because the agent stops.

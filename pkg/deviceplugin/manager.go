@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,7 +16,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/dri-cdi/dri-cdi/pkg/backoff"
@@ -125,10 +126,24 @@ func NewManager(opts Options) (*Manager, error) {
 	}, nil
 }
 
-// SocketPath returns the socket the resource is (or will be) served on:
-// dri-cdi-<resource with unsafe characters as _>-<instance>.sock in the
-// kubelet dir. Long resource names are shortened with a hash.
+// SocketPath returns the socket the resource is served on now, empty
+// when it is not served.
 func (m *Manager) SocketPath(resource string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.plugins[resource]; p != nil {
+		return p.socket
+	}
+	return ""
+}
+
+// socketPath is the n-th server's socket of a resource:
+// dri-cdi-<resource with unsafe characters as _>-<instance>-<n>.sock in
+// the kubelet dir. Long resource names are shortened with a hash. Every
+// server gets a new name because the kubelet refuses a socket path it
+// holds as connected ("device plugin already connected"), and it may
+// hold one we gave up on (see check).
+func (m *Manager) socketPath(resource string, n uint64) string {
 	name := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
 			return r
@@ -139,7 +154,22 @@ func (m *Manager) SocketPath(resource string) string {
 		sum := sha256.Sum256([]byte(resource))
 		name = name[:31] + "-" + hex.EncodeToString(sum[:4])
 	}
-	return filepath.Join(m.opts.KubeletDir, SocketPrefix+name+"-"+m.opts.Instance+".sock")
+	return filepath.Join(m.opts.KubeletDir, fmt.Sprintf("%s%s-%s-%d.sock", SocketPrefix, name, m.opts.Instance, n))
+}
+
+// serve starts the resource's next server, on a socket name of its own.
+func (m *Manager) serve(p *plugin) error {
+	p.servers++
+	p.socket = m.socketPath(p.resource, p.servers)
+	return p.serve()
+}
+
+// restart stops the resource's server, closing every connection to it,
+// removes its socket if it is still ours, and serves on a new socket.
+func (m *Manager) restart(p *plugin) error {
+	p.stopServer(0)
+	m.setUnregistered(p)
+	return m.serve(p)
 }
 
 func (m *Manager) kubeletSocket() string { return filepath.Join(m.opts.KubeletDir, KubeletSocketName) }
@@ -168,7 +198,6 @@ func (m *Manager) Update(pools []config.Pool, unhealthy map[string]bool) error {
 			}
 			p = &plugin{
 				resource: pool.Resource,
-				socket:   m.SocketPath(pool.Resource),
 				delivery: m.opts.Delivery,
 				log:      m.log.WithField("resource", pool.Resource),
 				metrics:  m.opts.Metrics,
@@ -180,7 +209,7 @@ func (m *Manager) Update(pools []config.Pool, unhealthy map[string]bool) error {
 					"the pool sets shares, which only DRA nodes use; the device plugin advertises each card replicas times")
 			}
 			p.setState(st)
-			if err := p.serve(); err != nil {
+			if err := m.serve(p); err != nil {
 				errs = append(errs, fmt.Errorf("serve %s: %w", pool.Resource, err))
 				m.opts.Metrics.Error("server")
 			}
@@ -302,10 +331,8 @@ func (m *Manager) check(ctx context.Context) time.Time {
 		if !p.socketOK() {
 			if p.server != nil {
 				p.log.Info("our socket was removed; restarting the server")
-				p.stopServer(0)
 			}
-			m.setUnregistered(p)
-			if err := p.serve(); err != nil {
+			if err := m.restart(p); err != nil {
 				p.log.WithError(err).Warn("cannot serve")
 				m.opts.Metrics.Error("server")
 				continue
@@ -346,6 +373,12 @@ func (m *Manager) check(ctx context.Context) time.Time {
 				} else {
 					l.Debug("registration with the kubelet failed again")
 				}
+				if reachedKubelet(err) {
+					if rerr := m.restart(p); rerr != nil {
+						p.log.WithError(rerr).Warn("cannot serve")
+						m.opts.Metrics.Error("server")
+					}
+				}
 			}
 		} else {
 			p.registered = true
@@ -365,6 +398,21 @@ func (m *Manager) check(ctx context.Context) time.Time {
 		}
 	}
 	return next
+}
+
+// reachedKubelet reports whether a failed Register reached a kubelet.
+// Such a kubelet may have dialed the server during the call, and may even
+// have stored it after we gave up (it takes its device manager's lock
+// with no deadline): it then refuses that socket path for good ("device
+// plugin already connected"), and every further attempt on it leaves one
+// more connection open (kubelet v1.37 closes none of them). So the next
+// attempt goes with a new server on a new socket: stopping the old one
+// closes what the kubelet opened, and ends the stream of a registration
+// we gave up on, so that the kubelet drops it. Unavailable means the call
+// got through to no kubelet (none listens on kubelet.sock), or the
+// kubelet died during it, which closed what it had opened.
+func reachedKubelet(err error) bool {
+	return status.Code(err) != codes.Unavailable
 }
 
 func (m *Manager) setUnregistered(p *plugin) {
@@ -407,11 +455,7 @@ func (m *Manager) shutdown() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ours := p.socketOK()
 			p.stopServer(m.opts.StopTimeout)
-			if ours {
-				_ = os.Remove(p.socket)
-			}
 			m.setUnregistered(p)
 		}()
 	}

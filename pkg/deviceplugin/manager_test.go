@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -53,19 +54,34 @@ func start(t testing.TB, delivery Delivery, kubelet bool) *env {
 // one that logs only errors, so that logging is not what they measure.
 func startLogged(t testing.TB, delivery Delivery, kubelet bool, log *logrus.Entry) *env {
 	t.Helper()
+	return startWith(t, kubelet, Options{Delivery: delivery, Log: log})
+}
+
+// agentLabel marks the goroutines of the manager under test, to count
+// them apart from the fake kubelet's (reregister_test.go).
+var agentLabel = pprof.Labels("side", "agent")
+
+// startWith runs a manager with o, its dir, CDI names and metrics filled
+// in; with kubelet false the dir has no kubelet.sock yet. The kubelet in
+// e.k when the test ends is stopped.
+func startWith(t testing.TB, kubelet bool, o Options) *env {
+	t.Helper()
 	e := &env{dir: kubelettest.ShortDir(t), metrics: NewMetrics(metrics.NewAgent("test")), done: make(chan error, 1)}
 	if kubelet {
 		k, err := kubelettest.Start(e.dir)
 		require.NoError(t, err)
 		e.k = k
-		t.Cleanup(k.Stop)
+		t.Cleanup(func() { e.k.Stop() })
 	}
-	m, err := NewManager(Options{KubeletDir: e.dir, Delivery: delivery, Name: testName, Log: log, Metrics: e.metrics})
+	o.KubeletDir, o.Name, o.Metrics = e.dir, testName, e.metrics
+	m, err := NewManager(o)
 	require.NoError(t, err)
 	e.m = m
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	go func() { e.done <- m.Run(ctx) }()
+	pprof.Do(ctx, agentLabel, func(ctx context.Context) {
+		go func() { e.done <- m.Run(ctx) }()
+	})
 	t.Cleanup(func() {
 		cancel()
 		<-e.done
@@ -344,16 +360,18 @@ func TestShutdown(t *testing.T) {
 func TestSocketPath(t *testing.T) {
 	m, err := NewManager(Options{KubeletDir: "/var/lib/kubelet/device-plugins", Delivery: DeliveryNRI, Instance: "abcd1234"})
 	require.NoError(t, err)
-	require.Equal(t, "/var/lib/kubelet/device-plugins/dri-cdi-dri-cdi.dev_i915-abcd1234.sock", m.SocketPath("dri-cdi.dev/i915"))
-	long := m.SocketPath("a-very-long-domain-name.example.com/an-equally-long-resource-name-for-gpus")
+	require.Equal(t, "/var/lib/kubelet/device-plugins/dri-cdi-dri-cdi.dev_i915-abcd1234-1.sock", m.socketPath("dri-cdi.dev/i915", 1))
+	require.Equal(t, "/var/lib/kubelet/device-plugins/dri-cdi-dri-cdi.dev_i915-abcd1234-2.sock", m.socketPath("dri-cdi.dev/i915", 2))
+	long := m.socketPath("a-very-long-domain-name.example.com/an-equally-long-resource-name-for-gpus", 9_999_999_999)
 	require.LessOrEqual(t, len(long), maxSocketPath)
-	require.NotEqual(t, long, m.SocketPath("a-very-long-domain-name.example.com/an-equally-long-resource-name-for-gpuz"))
+	require.NotEqual(t, long, m.socketPath("a-very-long-domain-name.example.com/an-equally-long-resource-name-for-gpuz", 9_999_999_999))
+	require.Empty(t, m.SocketPath(res), "not served")
 
 	m2, err := NewManager(Options{KubeletDir: "/k", Delivery: DeliveryNRI})
 	require.NoError(t, err)
 	m3, err := NewManager(Options{KubeletDir: "/k", Delivery: DeliveryNRI})
 	require.NoError(t, err)
-	require.NotEqual(t, m2.SocketPath(res), m3.SocketPath(res), "socket names are unique per instance")
+	require.NotEqual(t, m2.socketPath(res, 1), m3.socketPath(res, 1), "socket names are unique per instance")
 }
 
 func TestNewManagerErrors(t *testing.T) {

@@ -37,6 +37,7 @@ type plugin struct {
 
 	state atomic.Pointer[state]
 
+	servers  uint64 // servers started, for socket names
 	server   *grpc.Server
 	socketID fileID        // the socket file we created
 	stop     chan struct{} // closed to end this server's ListAndWatch streams
@@ -122,12 +123,14 @@ func (p *plugin) socketOK() bool {
 	return err == nil && id == p.socketID
 }
 
-// stopServer ends the server: streams end without a last message, and
-// open calls get until the deadline to finish.
+// stopServer ends the server and every connection to it: streams end
+// without a last message, and open calls get until the deadline to
+// finish. Its socket is removed while it is still ours.
 func (p *plugin) stopServer(deadline time.Duration) {
 	if p.server == nil {
 		return
 	}
+	ours := p.socketOK()
 	close(p.stop)
 	s := p.server
 	done := make(chan struct{})
@@ -139,6 +142,9 @@ func (p *plugin) stopServer(deadline time.Duration) {
 		<-done
 	}
 	p.server = nil
+	if ours {
+		_ = os.Remove(p.socket)
+	}
 }
 
 // GetDevicePluginOptions tells the kubelet that GetPreferredAllocation is

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -25,21 +26,60 @@ type Kubelet struct {
 
 	dir string
 
+	// manager stands for the device manager's lock, which the kubelet
+	// takes to store an endpoint, whatever the caller's deadline.
+	manager sync.Mutex
+
 	mu        sync.Mutex
 	server    *grpc.Server
-	endpoints map[string]*Endpoint
+	endpoints map[string]*Endpoint // latest registration of each resource
+	byPath    map[string]*Endpoint // the endpoint store: connected endpoints by socket path
+	conns     []*grpc.ClientConn   // every connection to a plugin; the process's death closes them
+	died      chan struct{}        // closed when this incarnation stops
 	regs      []*pluginapi.RegisterRequest
 	reject    int
 	rejected  int
+	slow      int
+	slowFor   time.Duration
+	failed    int
+	inFlight  int
 }
 
 // Start serves kubelet.sock in dir, creating dir if needed.
 func Start(dir string) (*Kubelet, error) {
-	k := &Kubelet{dir: dir, endpoints: map[string]*Endpoint{}}
+	k := &Kubelet{dir: dir}
+	k.reset()
 	if err := k.listen(); err != nil {
 		return nil, err
 	}
 	return k, nil
+}
+
+// reset forgets every plugin, as a new kubelet process starts knowing
+// none, and returns what the previous incarnation left to close.
+func (k *Kubelet) reset() (conns []*grpc.ClientConn, died chan struct{}) {
+	conns, died = k.conns, k.died
+	k.endpoints, k.byPath, k.conns = map[string]*Endpoint{}, map[string]*Endpoint{}, nil
+	k.died = make(chan struct{})
+	return conns, died
+}
+
+// die ends the running incarnation as a killed process ends: its server
+// and every connection it opened to a plugin go, so do its pending
+// Register calls.
+func (k *Kubelet) die() {
+	k.mu.Lock()
+	s := k.server
+	k.server = nil
+	conns, died := k.reset()
+	k.mu.Unlock()
+	close(died)
+	if s != nil {
+		s.Stop()
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 // Dir is the device-plugins dir.
@@ -81,16 +121,10 @@ func (k *Kubelet) serve(path string) (*grpc.Server, error) {
 // never disappears, so plugins can only notice that kubelet.sock is a new
 // file. Endpoints and registrations start from scratch.
 func (k *Kubelet) Replace() error {
+	k.die()
 	k.mu.Lock()
-	old, eps := k.server, k.endpoints
-	k.server, k.endpoints, k.regs = nil, map[string]*Endpoint{}, nil
+	k.regs = nil
 	k.mu.Unlock()
-	if old != nil {
-		old.Stop()
-	}
-	for _, e := range eps {
-		e.close()
-	}
 	tmp := filepath.Join(k.dir, ".kubelet.sock.new")
 	s, err := k.serve(tmp)
 	if err != nil {
@@ -105,8 +139,25 @@ func (k *Kubelet) Replace() error {
 	return nil
 }
 
-// Register validates the request like the kubelet, connects back to the
-// plugin and starts watching its devices.
+// Register does what kubelet v1.37's device manager does
+// (pkg/kubelet/cm/devicemanager/plugin/v1beta1 server.go, handler.go,
+// client.go and manager.go PluginConnected): it checks the request,
+// dials the plugin's socket and calls GetDevicePluginOptions within the
+// caller's deadline, then stores the endpoint under its socket path,
+// waiting for no deadline, and starts ListAndWatch. Its failures are the
+// kubelet's too:
+//
+//   - a socket path that has a connected endpoint is refused ("device
+//     plugin already connected"), so a plugin must not register the same
+//     socket twice;
+//   - a connection opened by a failed attempt is never closed (only the
+//     kubelet's death closes it);
+//   - a failed attempt forgets every client of its socket path, so an
+//     endpoint already connected there is never disconnected: that path
+//     is refused until the kubelet restarts.
+//
+// An endpoint whose stream ends is disconnected and its connection
+// closed, unless a failed attempt made the kubelet forget it.
 func (k *Kubelet) Register(ctx context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
 	k.mu.Lock()
 	if k.reject > 0 {
@@ -115,7 +166,19 @@ func (k *Kubelet) Register(ctx context.Context, req *pluginapi.RegisterRequest) 
 		k.mu.Unlock()
 		return nil, errors.New("registration rejected by the test")
 	}
+	var hold time.Duration
+	if k.slow > 0 {
+		k.slow--
+		hold = k.slowFor
+	}
+	died := k.died
+	k.inFlight++
 	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.inFlight--
+		k.mu.Unlock()
+	}()
 	if req.Version != pluginapi.Version {
 		return nil, fmt.Errorf("unsupported API version %q", req.Version)
 	}
@@ -125,26 +188,103 @@ func (k *Kubelet) Register(ctx context.Context, req *pluginapi.RegisterRequest) 
 	if filepath.Base(req.Endpoint) != req.Endpoint {
 		return nil, fmt.Errorf("endpoint %q is not a file name", req.Endpoint)
 	}
-	e, err := dial(filepath.Join(k.dir, req.Endpoint), req.ResourceName)
+	path := filepath.Join(k.dir, req.Endpoint)
+	e, err := k.connect(ctx, req, path, hold, died)
+	if err != nil {
+		k.mu.Lock()
+		if k.died == died {
+			k.failed++
+			if old := k.byPath[path]; old != nil {
+				old.forgotten = true
+			}
+		}
+		k.mu.Unlock()
+		return nil, err
+	}
+	e.watch(k.disconnect)
+	return &pluginapi.Empty{}, nil
+}
+
+// connect opens the kubelet's connection to a plugin and stores its
+// endpoint; see Register. died is the incarnation the call belongs to.
+func (k *Kubelet) connect(ctx context.Context, req *pluginapi.RegisterRequest, path string, hold time.Duration, died chan struct{}) (*Endpoint, error) {
+	e, err := dial(path, req.ResourceName)
 	if err != nil {
 		return nil, err
 	}
+	k.mu.Lock()
+	if k.died != died {
+		k.mu.Unlock()
+		_ = e.conn.Close()
+		return nil, errors.New("the kubelet stopped")
+	}
+	k.conns = append(k.conns, e.conn)
+	k.mu.Unlock()
 	opts, err := e.Client.GetDevicePluginOptions(ctx, &pluginapi.Empty{})
 	if err != nil {
-		e.close()
-		return nil, fmt.Errorf("GetDevicePluginOptions: %w", err)
+		return nil, fmt.Errorf("failed to get device plugin options: %w", err)
 	}
 	e.Options = opts
-	e.watch()
-
+	// The device manager's lock, taken after the plugin answered, waits
+	// for no deadline of the caller's.
+	k.manager.Lock()
+	defer k.manager.Unlock()
+	select {
+	case <-time.After(hold):
+	case <-died:
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if old := k.endpoints[req.ResourceName]; old != nil {
-		old.close()
+	if k.died != died {
+		return nil, errors.New("the kubelet stopped")
 	}
+	if k.byPath[path] != nil {
+		return nil, fmt.Errorf("device plugin already connected: %s", path)
+	}
+	k.byPath[path] = e
 	k.endpoints[req.ResourceName] = e
 	k.regs = append(k.regs, req)
-	return &pluginapi.Empty{}, nil
+	return e, nil
+}
+
+// disconnect is the kubelet's reaction to an ended stream: the endpoint
+// leaves the store and its connection is closed, unless a failed
+// registration made the kubelet forget it.
+func (k *Kubelet) disconnect(e *Endpoint) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e.forgotten || k.byPath[e.Socket] != e {
+		return
+	}
+	delete(k.byPath, e.Socket)
+	_ = e.conn.Close()
+}
+
+// SlowNext makes the next n Register calls hold the device manager's
+// lock for d after the plugin answered GetDevicePluginOptions, whatever
+// the caller's deadline, as a kubelet whose device manager is busy
+// (starting up, on a loaded node) does; other calls wait for the lock. A
+// registration whose caller gave up meanwhile is still stored.
+func (k *Kubelet) SlowNext(n int, d time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.slow, k.slowFor = n, d
+}
+
+// InFlight counts the Register calls being answered.
+func (k *Kubelet) InFlight() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.inFlight
+}
+
+// Failed counts the Register calls that failed after the request was
+// checked (RejectNext's not included): the plugin could not be reached,
+// or its socket path was already connected.
+func (k *Kubelet) Failed() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.failed
 }
 
 // RejectNext makes the next n Register calls fail, as a kubelet that is
@@ -189,20 +329,10 @@ func (k *Kubelet) Endpoint(resource string) *Endpoint {
 	return k.endpoints[resource]
 }
 
-// Stop stops serving, closes every endpoint and removes kubelet.sock.
+// Stop ends the kubelet as a killed process ends (every connection it
+// opened to a plugin closes) and removes kubelet.sock.
 func (k *Kubelet) Stop() {
-	k.mu.Lock()
-	s := k.server
-	k.server = nil
-	eps := k.endpoints
-	k.endpoints = map[string]*Endpoint{}
-	k.mu.Unlock()
-	if s != nil {
-		s.Stop()
-	}
-	for _, e := range eps {
-		e.close()
-	}
+	k.die()
 	_ = os.Remove(k.Socket())
 }
 
@@ -248,8 +378,11 @@ type Endpoint struct {
 	// Client calls the plugin.
 	Client pluginapi.DevicePluginClient
 
-	conn   *grpc.ClientConn
-	cancel context.CancelFunc
+	conn *grpc.ClientConn
+	// forgotten: a failed registration of the same socket made the
+	// kubelet drop this client, which is then never disconnected
+	// (guarded by the Kubelet's mutex).
+	forgotten bool
 
 	mu        sync.Mutex
 	devices   []*pluginapi.Device
@@ -267,27 +400,24 @@ func dial(socket, resource string) (*Endpoint, error) {
 	return &Endpoint{Resource: resource, Socket: socket, Client: pluginapi.NewDevicePluginClient(conn), conn: conn, changed: make(chan struct{})}, nil
 }
 
-func (e *Endpoint) watch() {
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	stream, err := e.Client.ListAndWatch(ctx, &pluginapi.Empty{})
+// watch keeps a ListAndWatch stream open, as the kubelet's client does,
+// and calls ended when it ends.
+func (e *Endpoint) watch(ended func(*Endpoint)) {
+	stream, err := e.Client.ListAndWatch(context.Background(), &pluginapi.Empty{})
 	if err != nil {
-		e.mu.Lock()
-		e.ended, e.streamErr = true, err
-		close(e.changed)
-		e.mu.Unlock()
+		e.end(err)
+		ended(e)
 		return
 	}
 	go func() {
 		for {
 			resp, err := stream.Recv()
-			e.mu.Lock()
 			if err != nil {
-				e.ended, e.streamErr = true, err
-				close(e.changed)
-				e.mu.Unlock()
+				e.end(err)
+				ended(e)
 				return
 			}
+			e.mu.Lock()
 			e.devices = resp.Devices
 			e.updates++
 			close(e.changed)
@@ -297,11 +427,11 @@ func (e *Endpoint) watch() {
 	}()
 }
 
-func (e *Endpoint) close() {
-	if e.cancel != nil {
-		e.cancel()
-	}
-	_ = e.conn.Close()
+func (e *Endpoint) end(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ended, e.streamErr = true, err
+	close(e.changed)
 }
 
 // Devices returns the latest device list the plugin sent.
