@@ -1,7 +1,7 @@
-// Package klogbridge routes klog, the logger of client-go and of the
-// Kubernetes helper libraries, into the daemon's logrus logger, so that
-// their lines have the daemon's --log-format and --log-level like every
-// other line, instead of klog's own text format on stderr.
+// Package klogbridge routes klog, the logger of client-go, into the
+// daemon's logrus logger, so that its lines have the daemon's
+// --log-format and --log-level like every other line, instead of klog's
+// own text format on stderr.
 //
 // It is a package of its own, next to pkg/logging and apart from it: only
 // dri-cdi-dra links klog, and the agent and NRI binaries, which import
@@ -9,7 +9,7 @@
 //
 // # Example
 //
-//	klogs, err := klogbridge.Route(log.WithField("component", "kubeletplugin"))
+//	klogs, err := klogbridge.Route(log.WithField("component", "client-go"))
 //	if err != nil {
 //		return err
 //	}

@@ -24,7 +24,7 @@ func jsonLines(t *testing.T, level logrus.Level) (*logrus.Entry, func() []map[st
 	l.SetOutput(&buf)
 	l.SetFormatter(&logrus.JSONFormatter{})
 	l.SetLevel(level)
-	return logrus.NewEntry(l).WithField("component", "kubeletplugin"), func() []map[string]any {
+	return logrus.NewEntry(l).WithField("component", "client-go"), func() []map[string]any {
 		var out []map[string]any
 		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 			if line == "" {
@@ -49,7 +49,7 @@ func TestLogr(t *testing.T) {
 
 	log.Info("registered", "plugin", "dri-cdi.dev", "count", 2)
 	require.Equal(t, []map[string]any{{
-		"level": "info", "msg": "registered", "component": "kubeletplugin", "plugin": "dri-cdi.dev", "count": float64(2), "time": "",
+		"level": "info", "msg": "registered", "component": "client-go", "plugin": "dri-cdi.dev", "count": float64(2), "time": "",
 	}}, withoutTime(lines()))
 
 	// Verbosity above 0 is Debug (1-4) or Trace (5+): not written at info.
@@ -62,7 +62,7 @@ func TestLogr(t *testing.T) {
 	log.WithName("health").WithName("stream").WithValues("pool", "node-a").Error(errors.New("boom"), "stream failed", "odd")
 	got := withoutTime(lines())
 	require.Equal(t, []map[string]any{{
-		"level": "error", "msg": "stream failed", "component": "kubeletplugin", "logger": "health/stream", "pool": "node-a",
+		"level": "error", "msg": "stream failed", "component": "client-go", "logger": "health/stream", "pool": "node-a",
 		"error": "boom", "odd": "(MISSING)", "time": "",
 	}}, got)
 
