@@ -12,6 +12,10 @@ const (
 	// DRARegistrarDir is the kubelet's plugin registration directory,
 	// where a DRA driver's registration socket appears.
 	DRARegistrarDir = "/var/lib/kubelet/plugins_registry"
+	// DRAPluginDataDir is the DRA plugin's default data dir (the
+	// kubelet's plugins dir and the driver name): its DRA socket and its
+	// checkpoint, which dri-cdi-nri reads.
+	DRAPluginDataDir = "/var/lib/kubelet/plugins/" + DRADriver
 	// DRARegistrationSocket is the registration socket's name in
 	// DRARegistrarDir without rolling updates ("<driver>-reg.sock", the
 	// name the kubeletplugin helper of k8s.io/dynamic-resource-allocation

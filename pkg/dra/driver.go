@@ -32,7 +32,7 @@ const DriverName = config.DRADriver
 // Defaults of Options: the kubelet's directories on a standard node.
 var (
 	// DefaultPluginDataDir holds dra.sock, the checkpoint and the lock.
-	DefaultPluginDataDir = filepath.Join("/var/lib/kubelet/plugins", DriverName)
+	DefaultPluginDataDir = config.DRAPluginDataDir
 	// DefaultRegistrarDir is where the kubelet looks for plugins.
 	DefaultRegistrarDir = config.DRARegistrarDir
 )

@@ -23,6 +23,7 @@ import (
 	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/draapi"
 )
 
@@ -55,7 +56,7 @@ const serverStopTimeout = 5 * time.Second
 // registrarDir.
 func registrationSocket(registrarDir, podUID string) string {
 	if podUID == "" {
-		return DriverName + "-reg.sock"
+		return config.DRARegistrationSocket
 	}
 	full := DriverName + "-" + podUID + "-reg.sock"
 	if len(filepath.Join(registrarDir, full)) <= unixPathMax {

@@ -11,14 +11,15 @@ import (
 	"slices"
 
 	"github.com/dri-cdi/dri-cdi/pkg/atomicfile"
+	"github.com/dri-cdi/dri-cdi/pkg/config"
 )
 
 // File is the name of the checkpoint in the DRA plugin's data dir.
 const File = "checkpoint.json"
 
-// DefaultPath is File in the DRA plugin's default data dir (the
-// kubelet's plugins dir and the driver name), where dri-cdi-nri reads it.
-const DefaultPath = "/var/lib/kubelet/plugins/dri-cdi.dev/" + File
+// DefaultPath is File in the DRA plugin's default data dir, where
+// dri-cdi-nri reads it.
+const DefaultPath = config.DRAPluginDataDir + "/" + File
 
 // checkpointVersion is the format version; a file of another version is
 // refused, never half read.
