@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dri-cdi/dri-cdi/pkg/backoff"
+	"github.com/dri-cdi/dri-cdi/pkg/grpcstop"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -132,15 +133,7 @@ func (p *plugin) stopServer(deadline time.Duration) {
 	}
 	ours := p.socketOK()
 	close(p.stop)
-	s := p.server
-	done := make(chan struct{})
-	go func() { s.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(deadline):
-		s.Stop()
-		<-done
-	}
+	grpcstop.Stop(p.server, deadline)
 	p.server = nil
 	if ours {
 		_ = os.Remove(p.socket)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/dri-cdi/dri-cdi/pkg/config"
 	"github.com/dri-cdi/dri-cdi/pkg/draapi"
+	"github.com/dri-cdi/dri-cdi/pkg/grpcstop"
 )
 
 // The kubelet's side of a DRA plugin, served without the kubeletplugin
@@ -157,16 +158,8 @@ func (s *kubeletServer) stop() {
 	}
 	close(s.quit)
 	for _, srv := range []*grpc.Server{s.reg, s.dra} {
-		if srv == nil {
-			continue
-		}
-		done := make(chan struct{})
-		go func() { srv.GracefulStop(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(serverStopTimeout):
-			srv.Stop()
-			<-done
+		if srv != nil {
+			grpcstop.Stop(srv, serverStopTimeout)
 		}
 	}
 	s.wg.Wait()
