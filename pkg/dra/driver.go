@@ -254,8 +254,8 @@ func (d *Driver) sliceSynced(stored []*draapi.ResourceSlice) {
 }
 
 // sliceFailed counts a failed sync (the publisher logs and retries it).
-func (d *Driver) sliceFailed(error) {
-	d.opts.Metrics.published(errors.New("failed"))
+func (d *Driver) sliceFailed(err error) {
+	d.opts.Metrics.published(err)
 	d.opts.Metrics.error("publish")
 }
 

@@ -89,10 +89,9 @@ type slicePublisher struct {
 	// the Node was replaced by one of the same name).
 	ownerUID  types.UID
 	readOwner bool
-	// listRV is the resourceVersion of the last sync's list; the first
-	// successful sync hands it to the watch on listed, so that the watch
-	// starts where the sync looked without a list of its own.
-	listRV string
+	// listed takes the resourceVersion of the first successful sync's
+	// list, so that the watch starts where the sync looked without a list
+	// of its own.
 	listed chan string
 	kick   chan struct{}
 }
@@ -164,13 +163,6 @@ func (p *slicePublisher) run(ctx context.Context) {
 		}
 		retry.Reset()
 		again = nil
-		p.mu.Lock()
-		rv := p.listRV
-		p.mu.Unlock()
-		select {
-		case p.listed <- rv:
-		default:
-		}
 		p.synced(stored)
 	}
 }
@@ -186,14 +178,19 @@ func chunks(devices []draapi.Device) [][]draapi.Device {
 }
 
 // sync makes the node's slices hold devices, and returns them as stored.
-func (p *slicePublisher) sync(ctx context.Context, devices []draapi.Device) ([]*draapi.ResourceSlice, error) {
+func (p *slicePublisher) sync(ctx context.Context, devices []draapi.Device) (_ []*draapi.ResourceSlice, err error) {
 	list, err := p.api.ListSlices(ctx, p.selector())
 	if err != nil {
 		return nil, fmt.Errorf("list the node's ResourceSlices: %w", err)
 	}
-	p.mu.Lock()
-	p.listRV = list.ResourceVersion
-	p.mu.Unlock()
+	defer func() {
+		if err == nil {
+			select {
+			case p.listed <- list.ResourceVersion:
+			default:
+			}
+		}
+	}()
 	var have, stale []*draapi.ResourceSlice
 	for i := range list.Items {
 		s := &list.Items[i]
@@ -205,7 +202,7 @@ func (p *slicePublisher) sync(ctx context.Context, devices []draapi.Device) ([]*
 			stale = append(stale, s)
 		}
 	}
-	slices.SortFunc(have, func(a, b *draapi.ResourceSlice) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(have, func(a, b *draapi.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
 	want := chunks(devices)
 	if upToDate(have, want) && len(stale) == 0 {
 		return have, nil
@@ -270,16 +267,6 @@ func (p *slicePublisher) sync(ctx context.Context, devices []draapi.Device) ([]*
 		}
 	}
 	return stored, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // upToDate reports whether have, sorted by name, is the pool of want at
