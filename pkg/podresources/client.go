@@ -199,14 +199,20 @@ func (c *Client) list(ctx context.Context, namespace, pod string) (*v1.PodResour
 	return nil, fmt.Errorf("kubelet PodResources List: pod %s/%s: %w", namespace, pod, ErrPodNotFound)
 }
 
-// callError wraps a failed call. After a connection failure it asks gRPC
-// to reconnect right away, so the next container does not wait out a
-// backoff that began while the kubelet was restarting.
+// callError wraps a failed call about one pod (callFailed).
 func (c *Client) callError(method, namespace, pod string, err error) error {
+	return c.callFailed(fmt.Sprintf("%s for pod %s/%s", method, namespace, pod), err)
+}
+
+// callFailed wraps a failed call, named by call. After a connection
+// failure it asks gRPC to reconnect right away, so the next container
+// does not wait out a backoff that began while the kubelet was
+// restarting.
+func (c *Client) callFailed(call string, err error) error {
 	if status.Code(err) == codes.Unavailable {
 		c.conn.ResetConnectBackoff()
 	}
-	return fmt.Errorf("kubelet PodResources %s for pod %s/%s via %s: %w", method, namespace, pod, c.socket, err)
+	return fmt.Errorf("kubelet PodResources %s via %s: %w", call, c.socket, err)
 }
 
 func containerDevices(res *v1.PodResources, namespace, pod, container string) (map[string][]string, error) {

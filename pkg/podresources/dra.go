@@ -2,10 +2,7 @@ package podresources
 
 import (
 	"context"
-	"fmt"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
@@ -104,10 +101,7 @@ func (c *Client) NodeClaims(ctx context.Context) ([]ContainerClaims, error) {
 	defer cancel()
 	rsp, err := c.api.List(ctx, &v1.ListPodResourcesRequest{})
 	if err != nil {
-		if status.Code(err) == codes.Unavailable {
-			c.conn.ResetConnectBackoff()
-		}
-		return nil, fmt.Errorf("kubelet PodResources List via %s: %w", c.socket, err)
+		return nil, c.callFailed("List", err)
 	}
 	var out []ContainerClaims
 	for _, p := range rsp.GetPodResources() {
