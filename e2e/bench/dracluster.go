@@ -36,12 +36,12 @@ const kubeletPrepareMethod = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrep
 // coarse for quantiles, so a sample is the sum's growth over one pod's
 // start that made exactly one call.
 func kubeletPrepare(ctx context.Context, n *harness.Node) (sum, count float64, err error) {
-	labels := []string{"driver_name", dra.DriverName, "method_name", kubeletPrepareMethod}
-	if sum, err = n.KubeletMetric(ctx, "dra_grpc_operations_duration_seconds_sum", labels...); err != nil {
+	m, err := n.KubeletMetrics(ctx)
+	if err != nil {
 		return 0, 0, err
 	}
-	count, err = n.KubeletMetric(ctx, "dra_grpc_operations_duration_seconds_count", labels...)
-	return sum, count, err
+	sum, count = m.Histogram("dra_grpc_operations_duration_seconds", "driver_name", dra.DriverName, "method_name", kubeletPrepareMethod)
+	return sum, count, nil
 }
 
 // oneSample is the growth of a histogram's sum (seconds) between two
@@ -375,8 +375,6 @@ func apiServerClaimGets(ctx context.Context, c *harness.Cluster) (sum, count flo
 	if err != nil {
 		return 0, 0, err
 	}
-	labels := []string{"verb", "GET", "resource", "resourceclaims"}
-	sum, _ = m.Sum("apiserver_request_duration_seconds_sum", labels...)
-	count, _ = m.Sum("apiserver_request_duration_seconds_count", labels...)
+	sum, count = m.Histogram("apiserver_request_duration_seconds", "verb", "GET", "resource", "resourceclaims")
 	return sum, count, nil
 }

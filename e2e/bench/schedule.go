@@ -175,8 +175,7 @@ func (s *scheduling) scheduled(ctx context.Context) (sum, count float64, err err
 	if err != nil {
 		return 0, 0, err
 	}
-	sum, _ = m.Sum(schedMetric+"_sum", "result", "scheduled")
-	count, _ = m.Sum(schedMetric+"_count", "result", "scheduled")
+	sum, count = m.Histogram(schedMetric, "result", "scheduled")
 	return sum, count, nil
 }
 

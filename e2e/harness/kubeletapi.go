@@ -150,14 +150,23 @@ func httpGet(ctx context.Context, url string, timeout time.Duration) ([]byte, er
 // KubeletMetric sums the samples of a kubelet metric whose labels
 // include every pair of labels (name, value, ...); 0 when there is none.
 func (n *Node) KubeletMetric(ctx context.Context, name string, labels ...string) (float64, error) {
-	body, err := n.readOnly(ctx, "/metrics")
+	m, err := n.KubeletMetrics(ctx)
 	if err != nil {
 		return 0, err
 	}
-	m, err := ParseMetrics(string(body))
-	if err != nil {
-		return 0, fmt.Errorf("kubelet: %w", err)
-	}
 	v, _ := m.Sum(name, labels...)
 	return v, nil
+}
+
+// KubeletMetrics scrapes the kubelet's /metrics once.
+func (n *Node) KubeletMetrics(ctx context.Context) (Metrics, error) {
+	body, err := n.readOnly(ctx, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	m, err := ParseMetrics(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: %w", err)
+	}
+	return m, nil
 }

@@ -80,6 +80,15 @@ func (m Metrics) Sum(name string, labels ...string) (float64, bool) {
 	return sum, found
 }
 
+// Histogram is the sum and the count of the samples of the histogram
+// (or summary) family whose labels include every pair of labels, from
+// one scrape; 0 and 0 when there is none.
+func (m Metrics) Histogram(family string, labels ...string) (sum, count float64) {
+	sum, _ = m.Sum(family+"_sum", labels...)
+	count, _ = m.Sum(family+"_count", labels...)
+	return sum, count
+}
+
 // Sample is one series of a family: its labels and its value.
 type Sample struct {
 	Labels map[string]string

@@ -62,3 +62,14 @@ func TestMetricsSamples(t *testing.T) {
 	require.Empty(t, m.Samples("dri_cdi_nri_handler_duration_seconds"), "a histogram has no single value")
 	require.Empty(t, m.Samples("dri_cdi_none"))
 }
+
+func TestMetricsHistogram(t *testing.T) {
+	m, err := ParseMetrics(sampleMetrics)
+	require.NoError(t, err)
+	sum, count := m.Histogram("dri_cdi_nri_handler_duration_seconds", "result", "verified")
+	require.Equal(t, 0.5, sum)
+	require.Equal(t, 3.0, count)
+	sum, count = m.Histogram("dri_cdi_nri_handler_duration_seconds", "result", "refused")
+	require.Zero(t, sum)
+	require.Zero(t, count)
+}
